@@ -1,0 +1,200 @@
+"""Every knob of a crag run, in one place.
+
+`Context` is the graph's `context_schema`: LangGraph hands it to each node as
+`runtime.context`. A field left at its default is read from the environment
+(`CRAG_<FIELD>`, e.g. `CRAG_K=8`), so the CLI, `langgraph dev` and Python callers
+share one configuration; explicit arguments win over the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+import typing
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+ExternalSource = Literal["local", "tavily", "none"]
+
+ENV_PREFIX = "CRAG_"
+
+
+def _coerce(raw: str, annotation: Any) -> Any:
+    """Turn an environment string into the field's type, with a clear error."""
+    if isinstance(annotation, str):  # postponed annotations
+        annotation = eval(annotation, vars(typing) | {"Path": Path})
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin in (typing.Union, types.UnionType):
+        if raw.strip().lower() in ("", "none", "null"):
+            return None
+        return _coerce(raw, args[0])
+    if origin is Literal:
+        if raw not in args:
+            raise ValueError(f"expected one of {', '.join(map(str, args))}, got {raw!r}")
+        return raw
+    if annotation is bool:
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"expected a boolean (true/false), got {raw!r}")
+    if annotation in (int, float, Path):
+        return annotation(raw)
+    return raw
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Configuration of one run. Defaults, then `CRAG_*` env vars, then arguments."""
+
+    # --- store -------------------------------------------------------------------
+    home: Path = field(
+        default=Path(".crag"),
+        metadata={"description": "Data folder: Chroma index, model cache, trained grader."},
+    )
+    chroma_url: str | None = field(
+        default=None,
+        metadata={"description": "Chroma server URL (http://host:port); embedded store if unset."},
+    )
+    collection: str = field(default="books", metadata={"description": "Library collection."})
+
+    # --- providers ------------------------------------------------------------------
+    embeddings: str = field(
+        default="local",
+        metadata={"description": "`local` (MiniLM int8 ONNX) or `openai:<model>`."},
+    )
+    chat_model: str = field(
+        default="local",
+        metadata={
+            "description": "`local` (Qwen2.5-Coder-1.5B GGUF), `openai:<model>`, or "
+            "`extractive` (no LLM: answer with the best kept strips)."
+        },
+    )
+    grader: str = field(
+        default="auto",
+        metadata={
+            "description": "`auto` (trained grader if present, else cascade), `cascade`, "
+            "`similarity`, `judge`, or `trained`."
+        },
+    )
+    judge_model: str | None = field(
+        default=None,
+        metadata={"description": "Chat model used by the LLM judge; defaults to chat_model."},
+    )
+
+    # --- retrieval and grading ----------------------------------------------------
+    k: int = field(default=5, metadata={"description": "Chunks retrieved per question."})
+    upper: float = field(
+        default=0.60,
+        metadata={"description": "Verdict `correct` if any document scores >= upper."},
+    )
+    lower: float = field(
+        default=0.35,
+        metadata={
+            "description": "Verdict `incorrect` if every document scores < lower; "
+            "good documents score >= lower."
+        },
+    )
+    cascade_low: float = field(
+        default=0.25,
+        metadata={"description": "Cascade: similarity below this is settled as irrelevant."},
+    )
+    cascade_high: float = field(
+        default=0.75,
+        metadata={"description": "Cascade: similarity at or above this is settled as relevant."},
+    )
+
+    # --- refinement ---------------------------------------------------------------
+    refine: bool = field(
+        default=True, metadata={"description": "Knowledge refinement on (off for ablation)."}
+    )
+    strip_sentences: int = field(
+        default=2, metadata={"description": "Sentences per strip (1-3)."}
+    )
+    strip_threshold: float = field(
+        default=0.30, metadata={"description": "Strips scoring below this are dropped."}
+    )
+    max_strips: int = field(default=8, metadata={"description": "At most this many strips kept."})
+
+    # --- external search ------------------------------------------------------------
+    external: ExternalSource = field(
+        default="local",
+        metadata={
+            "description": "`local` (a second Chroma collection), `tavily`, or `none` "
+            "(decline when the library has nothing)."
+        },
+    )
+    external_collection: str = field(
+        default="external", metadata={"description": "Collection used by external=local."}
+    )
+    web_k: int = field(default=5, metadata={"description": "External results per search."})
+    tavily_base_url: str | None = field(
+        default=None, metadata={"description": "Tavily API base URL (tests point it at loopback)."}
+    )
+    timeout_s: float = field(
+        default=30.0, metadata={"description": "Timeout of each external call, in seconds."}
+    )
+
+    # --- generation ---------------------------------------------------------------
+    max_answer_tokens: int = field(
+        default=320, metadata={"description": "Upper bound on generated answer tokens."}
+    )
+    model_cache: Path = field(
+        default=Path("~/.cache/crag"),
+        metadata={"description": "Where the local GGUF model is assembled once (1.1 GB)."},
+    )
+    threads: int = field(
+        default=0, metadata={"description": "CPU threads for local models (0 = all cores)."}
+    )
+
+    # --- ingest -----------------------------------------------------------------------
+    chunk_size: int = field(default=900, metadata={"description": "Target chunk size (chars)."})
+    chunk_overlap: int = field(default=150, metadata={"description": "Chunk overlap (chars)."})
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self), localns={"Path": Path})
+        for f in fields(self):
+            if not f.init or getattr(self, f.name) != f.default:
+                continue
+            raw = os.environ.get(ENV_PREFIX + f.name.upper())
+            if raw is None:
+                continue
+            try:
+                setattr(self, f.name, _coerce(raw, hints[f.name]))
+            except ValueError as exc:
+                raise ValueError(f"{ENV_PREFIX}{f.name.upper()}: {exc}") from exc
+        self.home = Path(self.home).expanduser()
+        self.model_cache = Path(self.model_cache).expanduser()
+        self.validate()
+
+    def validate(self) -> None:
+        """Reject contradictory knobs early, with the name of the knob at fault."""
+        if not 0.0 <= self.lower <= self.upper <= 1.0:
+            raise ValueError(
+                f"thresholds must satisfy 0 <= lower <= upper <= 1 "
+                f"(lower={self.lower}, upper={self.upper})"
+            )
+        if not 1 <= self.strip_sentences <= 3:
+            raise ValueError(f"strip_sentences must be 1-3, got {self.strip_sentences}")
+        if self.k < 1 or self.web_k < 1 or self.max_strips < 1:
+            raise ValueError("k, web_k and max_strips must be >= 1")
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        if self.external not in ("local", "tavily", "none"):
+            raise ValueError(f"external must be local, tavily or none, got {self.external!r}")
+
+    def with_overrides(self, **overrides: Any) -> Context:
+        """A copy with some knobs changed (None values are ignored)."""
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        return replace(self, **clean)
+
+    @property
+    def chroma_path(self) -> Path:
+        return self.home / "chroma"
+
+    @property
+    def grader_dir(self) -> Path:
+        return self.home / "grader"

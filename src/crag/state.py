@@ -1,0 +1,82 @@
+"""The typed state that flows through the CRAG graph.
+
+Documents are plain JSON-friendly dicts (not LangChain `Document`s) so that the
+state reads the same in Python, in `crag ask --json` and in `langgraph dev`.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Literal, NotRequired, TypedDict
+
+Verdict = Literal["correct", "incorrect", "ambiguous"]
+Origin = Literal["library", "external"]
+
+
+class Passage(TypedDict):
+    """One retrieved or searched document, with where it came from."""
+
+    id: str
+    text: str
+    origin: Origin
+    source: str  # file name, or the page title of an external result
+    page: NotRequired[str]  # as a reader would cite it (page label or 1-based number)
+    url: NotRequired[str]
+    title: NotRequired[str]
+    similarity: NotRequired[float]  # retrieval similarity in [0, 1]
+    score: NotRequired[float]  # grader relevance score in [0, 1]
+
+
+class Strip(TypedDict):
+    """A sentence strip of a passage, the unit of knowledge refinement."""
+
+    doc_id: str
+    position: int  # order within the refined context: (document rank, strip index)
+    text: str
+    score: float
+
+
+class Citation(TypedDict):
+    n: int
+    origin: Origin
+    source: str
+    page: NotRequired[str]
+    url: NotRequired[str]
+    title: NotRequired[str]
+
+
+class Step(TypedDict):
+    """One node run: the audit trail of the path taken."""
+
+    node: str
+    seconds: float
+    detail: str
+
+
+class InputState(TypedDict):
+    question: str
+
+
+class OutputState(TypedDict, total=False):
+    question: str
+    verdict: Verdict
+    scores: list[float]
+    answer: str
+    citations: list[Citation]
+    path: list[Step]
+
+
+class State(InputState, total=False):
+    docs: list[Passage]
+    scores: list[float]
+    grader: str
+    verdict: Verdict
+    good_docs: list[Passage]
+    web_query: str
+    web_docs: list[Passage]
+    web_error: str
+    strips: list[Strip]
+    kept_strips: list[Strip]
+    answer: str
+    citations: list[Citation]
+    path: Annotated[list[Step], operator.add]
