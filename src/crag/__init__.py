@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Context", "ask", "aask", "graph"]
+__all__ = ["Context", "aask", "ask", "graph"]
 __version__ = "0.1.0"
 
 

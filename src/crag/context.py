@@ -111,9 +111,7 @@ class Context:
     refine: bool = field(
         default=True, metadata={"description": "Knowledge refinement on (off for ablation)."}
     )
-    strip_sentences: int = field(
-        default=2, metadata={"description": "Sentences per strip (1-3)."}
-    )
+    strip_sentences: int = field(default=2, metadata={"description": "Sentences per strip (1-3)."})
     strip_threshold: float = field(
         default=0.30, metadata={"description": "Strips scoring below this are dropped."}
     )

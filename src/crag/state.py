@@ -6,7 +6,6 @@ state reads the same in Python, in `crag ask --json` and in `langgraph dev`.
 
 from __future__ import annotations
 
-import operator
 from typing import Annotated, Literal, NotRequired, TypedDict
 
 Verdict = Literal["correct", "incorrect", "ambiguous"]
@@ -53,17 +52,19 @@ class Step(TypedDict):
     detail: str
 
 
+def _merge_path(old: list[Step], new: list[Step]) -> list[Step]:
+    """A run starts at retrieve, so retrieve starts a new trail.
+
+    Without this, a second question on the same `langgraph dev` thread would show the
+    nodes of the first one too.
+    """
+    if new and new[0]["node"] == "retrieve":
+        return list(new)
+    return [*(old or []), *new]
+
+
 class InputState(TypedDict):
     question: str
-
-
-class OutputState(TypedDict, total=False):
-    question: str
-    verdict: Verdict
-    scores: list[float]
-    answer: str
-    citations: list[Citation]
-    path: list[Step]
 
 
 class State(InputState, total=False):
@@ -79,4 +80,4 @@ class State(InputState, total=False):
     kept_strips: list[Strip]
     answer: str
     citations: list[Citation]
-    path: Annotated[list[Step], operator.add]
+    path: Annotated[list[Step], _merge_path]

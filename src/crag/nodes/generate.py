@@ -1,0 +1,106 @@
+"""generate: answer from the refined context only, with [n] citations.
+
+With no refined context left, crag says so instead of guessing, and no model runs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from crag import prompts
+from crag.context import Context
+from crag.state import Citation, Passage, State, Strip
+from crag.trail import NodeResult, recorded
+
+_CITE = re.compile(r"\[(\d+)\]")
+
+
+def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citation, list[Strip]]]:
+    """Group kept strips by document, numbered [1], [2], ... in reading order."""
+    by_id = {d["id"]: d for d in docs}
+    groups: dict[str, list[Strip]] = {}
+    for strip in kept:
+        groups.setdefault(strip["doc_id"], []).append(strip)
+    numbered: list[tuple[Citation, list[Strip]]] = []
+    for n, (doc_id, strips) in enumerate(groups.items(), start=1):
+        doc = by_id[doc_id]
+        citation: Citation = {"n": n, "origin": doc["origin"], "source": doc["source"]}
+        for key in ("page", "url", "title"):
+            if doc.get(key):
+                citation[key] = doc[key]  # type: ignore[literal-required,unused-ignore]
+        numbered.append((citation, strips))
+    return numbered
+
+
+def label(citation: Citation) -> str:
+    if citation.get("url"):
+        return f"{citation.get('title') or citation['source']} ({citation['url']})"
+    if citation.get("page"):
+        return f"{citation['source']}, page {citation['page']}"
+    return citation["source"]
+
+
+def render_sources(numbered: list[tuple[Citation, list[Strip]]]) -> str:
+    blocks = [
+        prompts.SOURCE_BLOCK.format(
+            n=c["n"],
+            label=label(c),
+            origin=c["origin"],
+            text=" ... ".join(s["text"] for s in strips),
+        )
+        for c, strips in numbered
+    ]
+    return "\n\n".join(blocks)
+
+
+def extractive_answer(numbered: list[tuple[Citation, list[Strip]]], limit: int = 3) -> str:
+    """No LLM: the best-scoring kept strips, each with its citation."""
+    scored = [(s["score"], s["position"], c["n"], s["text"]) for c, ss in numbered for s in ss]
+    best = sorted(sorted(scored, key=lambda t: -t[0])[:limit], key=lambda t: t[1])
+    return " ".join(f"{text} [{n}]" for _, _, n, text in best)
+
+
+def cited(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> list[Citation]:
+    """The citations the answer refers to; all sources if it cites none."""
+    used = {int(m) for m in _CITE.findall(answer)}
+    citations = [c for c, _ in numbered]
+    return [c for c in citations if c["n"] in used] or citations
+
+
+def is_refusal(answer: str) -> bool:
+    low = answer.lower()
+    return not low.strip() or "could not find" in low or "cannot find" in low
+
+
+@recorded("generate")
+async def generate(state: State, ctx: Context) -> NodeResult:
+    kept = state.get("kept_strips") or []
+    docs = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
+    if not kept:
+        answer = prompts.NOT_FOUND
+        if state.get("web_error"):
+            answer += f" (The external source failed: {state['web_error']})"
+        return {"answer": answer, "citations": []}, "no supporting source: declined"
+    numbered = number_sources(kept, docs)
+    if ctx.chat_model == "extractive":
+        answer = extractive_answer(numbered)
+        return {"answer": answer, "citations": cited(answer, numbered)}, "extractive"
+    from crag.providers.chat import make_chat_model
+
+    model = make_chat_model(ctx.chat_model, ctx, max_tokens=ctx.max_answer_tokens)
+    reply = await model.ainvoke(
+        [
+            SystemMessage(prompts.ANSWER_SYSTEM),
+            HumanMessage(
+                prompts.ANSWER_USER.format(
+                    sources=render_sources(numbered), question=state["question"]
+                )
+            ),
+        ]
+    )
+    answer = str(reply.content).strip()
+    if is_refusal(answer):
+        return {"answer": prompts.NOT_FOUND, "citations": []}, "model found no answer"
+    return {"answer": answer, "citations": cited(answer, numbered)}, f"{len(numbered)} sources"

@@ -1,0 +1,67 @@
+"""refine: CRAG knowledge refinement (decompose, filter, recompose).
+
+Documents are cut into strips of a few sentences, every strip of the question is
+scored in one batch, strips under the threshold are dropped, the best few kept, and
+the survivors rejoined in their original order.
+"""
+
+from __future__ import annotations
+
+from crag.context import Context
+from crag.providers.graders import make_grader
+from crag.state import Passage, State, Strip
+from crag.text import strips_of
+from crag.trail import NodeResult, recorded
+
+# Position = document rank * STRIDE + strip index, so sorting restores reading order.
+STRIDE = 10_000
+
+
+def knowledge_for(state: State) -> list[Passage]:
+    """Good library docs (correct), external docs (incorrect), or both (ambiguous)."""
+    verdict = state.get("verdict")
+    good = list(state.get("good_docs") or [])
+    web = list(state.get("web_docs") or [])
+    if verdict == "correct":
+        return good
+    if verdict == "incorrect":
+        return web
+    return good + web
+
+
+def decompose(docs: list[Passage], sentences_per_strip: int) -> list[Strip]:
+    strips: list[Strip] = []
+    for rank, doc in enumerate(docs):
+        for i, text in enumerate(strips_of(doc["text"], sentences_per_strip)):
+            strips.append(
+                {"doc_id": doc["id"], "position": rank * STRIDE + i, "text": text, "score": 0.0}
+            )
+    return strips
+
+
+def select(strips: list[Strip], threshold: float, max_strips: int) -> list[Strip]:
+    """Strips at or above the threshold, the best `max_strips`, back in reading order."""
+    passing = [s for s in strips if s["score"] >= threshold]
+    best = sorted(passing, key=lambda s: (-s["score"], s["position"]))[:max_strips]
+    return sorted(best, key=lambda s: s["position"])
+
+
+@recorded("refine")
+async def refine(state: State, ctx: Context) -> NodeResult:
+    docs = knowledge_for(state)
+    if not ctx.refine:
+        whole: list[Strip] = [
+            {"doc_id": d["id"], "position": r * STRIDE, "text": d["text"], "score": 1.0}
+            for r, d in enumerate(docs)
+        ]
+        return {"strips": whole, "kept_strips": whole}, f"off: {len(whole)} whole documents"
+    strips = decompose(docs, ctx.strip_sentences)
+    grader = make_grader(ctx, purpose="strips")
+    scores = await grader.ascore(state["question"], [s["text"] for s in strips])
+    for strip, score in zip(strips, scores, strict=True):
+        strip["score"] = round(score, 4)
+    kept = select(strips, ctx.strip_threshold, ctx.max_strips)
+    return (
+        {"strips": strips, "kept_strips": kept},
+        f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents",
+    )

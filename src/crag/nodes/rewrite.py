@@ -1,0 +1,51 @@
+"""rewrite: turn the question into a short search query for the external source.
+
+The question itself is never replaced: generate still answers `question`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from crag import prompts
+from crag.context import Context
+from crag.state import State
+from crag.text import keyword_query
+from crag.trail import NodeResult, recorded
+
+log = logging.getLogger(__name__)
+
+
+def clean_query(raw: str) -> str:
+    """First line of the model's reply, without quotes or a 'Query:' label."""
+    line = raw.strip().splitlines()[0] if raw.strip() else ""
+    if ":" in line[:20]:
+        line = line.split(":", 1)[1]
+    return line.strip().strip("\"'` ").rstrip(".")
+
+
+@recorded("rewrite")
+async def rewrite(state: State, ctx: Context) -> NodeResult:
+    question = state["question"]
+    fallback = keyword_query(question)
+    if ctx.chat_model == "extractive":
+        return {"web_query": fallback}, f"keywords: {fallback}"
+    from crag.providers.chat import make_chat_model
+
+    model = make_chat_model(ctx.chat_model, ctx, max_tokens=24)
+    try:
+        reply = await model.ainvoke(
+            [
+                SystemMessage(prompts.REWRITE_SYSTEM),
+                HumanMessage(prompts.REWRITE_USER.format(question=question)),
+            ]
+        )
+        query = clean_query(str(reply.content))
+    except Exception as exc:  # a rewrite is an optimisation: never fail the run on it
+        log.warning("rewrite failed (%s); using keywords", exc)
+        query = ""
+    if not 2 <= len(query) <= 200:
+        return {"web_query": fallback}, f"keywords (model gave no usable query): {fallback}"
+    return {"web_query": query}, f"query: {query}"

@@ -1,0 +1,207 @@
+"""Retrieval evaluators: score how well a passage answers a question, in [0, 1].
+
+CRAG's verdicts depend on these scores only, so every grader maps to the same scale
+and the thresholds in `Context` keep their meaning whichever grader runs. All the
+passages of one question are scored in one call (a batch, or concurrent requests),
+never one after another.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from crag import prompts
+from crag.providers.errors import ProviderError
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.language_models import BaseChatModel
+
+    from crag.context import Context
+
+log = logging.getLogger(__name__)
+
+NEUTRAL = 0.5
+
+
+class RelevanceGrader(Protocol):
+    """Scores (question, passage) pairs; 1 = answers the question, 0 = does not."""
+
+    name: str
+
+    async def ascore(self, question: str, passages: Sequence[str]) -> list[float]: ...
+
+
+def cosine_to_score(cos: np.ndarray, floor: float = 0.10, ceiling: float = 0.70) -> np.ndarray:
+    """Stretch MiniLM cosines (which rarely leave 0.1-0.7) linearly onto [0, 1]."""
+    return np.clip((cos - floor) / (ceiling - floor), 0.0, 1.0)
+
+
+class SimilarityGrader:
+    """Embedding similarity: fast, but rates 'same topic' like 'answers it'."""
+
+    name = "similarity"
+
+    def __init__(self, embeddings: Embeddings) -> None:
+        self.embeddings = embeddings
+
+    def cosines(self, question: str, passages: Sequence[str]) -> np.ndarray:
+        if not passages:
+            return np.zeros(0)
+        q = np.asarray(self.embeddings.embed_query(question), dtype=np.float32)
+        p = np.asarray(self.embeddings.embed_documents(list(passages)), dtype=np.float32)
+        q /= np.linalg.norm(q) or 1.0
+        p /= np.linalg.norm(p, axis=1, keepdims=True).clip(min=1e-9)
+        return p @ q
+
+    async def ascore(self, question: str, passages: Sequence[str]) -> list[float]:
+        import asyncio
+
+        cos = await asyncio.to_thread(self.cosines, question, passages)
+        return [float(s) for s in cosine_to_score(cos)]
+
+
+def yes_probability(message: BaseMessage) -> float | None:
+    """P(yes) from the first generated token's top logprobs, or None if absent."""
+    logprobs = (message.response_metadata or {}).get("logprobs") or {}
+    content = logprobs.get("content") or []
+    if not content:
+        return None
+    yes = no = 0.0
+    candidates = content[0].get("top_logprobs") or [content[0]]
+    for cand in candidates:
+        token = str(cand.get("token", "")).strip().lower()
+        p = math.exp(float(cand.get("logprob", -math.inf)))
+        if token.startswith("yes"):
+            yes += p
+        elif token.startswith("no"):
+            no += p
+    if yes + no <= 0.0:
+        return None
+    return yes / (yes + no)
+
+
+_SCORE_RE = re.compile(r'"?score"?\s*[:=]\s*(\d+(?:\.\d+)?)', re.IGNORECASE)
+
+
+def parse_judgement(message: BaseMessage) -> float | None:
+    """Read a judge reply: logprobs first, then a yes/no word, then a 0-10 score."""
+    prob = yes_probability(message)
+    if prob is not None:
+        return prob
+    text = message.content if isinstance(message.content, str) else str(message.content)
+    word = text.strip().lower()
+    if word.startswith("yes"):
+        return 1.0
+    if word.startswith("no"):
+        return 0.0
+    match = _SCORE_RE.search(text)
+    if match:
+        return min(max(float(match.group(1)) / 10.0, 0.0), 1.0)
+    try:
+        value = json.loads(text)
+        if isinstance(value, dict) and "score" in value:
+            return min(max(float(value["score"]) / 10.0, 0.0), 1.0)
+    except (ValueError, TypeError):
+        pass
+    return None
+
+
+class JudgeGrader:
+    """An LLM judge on any chat model: P(yes) from logprobs where the model gives them."""
+
+    name = "judge"
+
+    def __init__(self, model: BaseChatModel, max_concurrency: int = 4) -> None:
+        self.model = model.bind(logprobs=True, top_logprobs=5, max_tokens=1, temperature=0)
+        self.max_concurrency = max_concurrency
+
+    @staticmethod
+    def messages(question: str, passage: str) -> list[BaseMessage]:
+        return [
+            SystemMessage(prompts.JUDGE_SYSTEM),
+            HumanMessage(prompts.JUDGE_USER.format(question=question, passage=passage)),
+        ]
+
+    async def ascore(self, question: str, passages: Sequence[str]) -> list[float]:
+        if not passages:
+            return []
+        batch: list[Any] = [self.messages(question, p) for p in passages]
+        replies = await self.model.abatch(
+            batch, config={"max_concurrency": self.max_concurrency}, return_exceptions=True
+        )
+        scores: list[float] = []
+        for reply in replies:
+            score = parse_judgement(reply) if isinstance(reply, AIMessage) else None
+            if score is None:
+                log.warning("judge gave no usable answer (%r); scoring neutral", reply)
+                score = NEUTRAL
+            scores.append(score)
+        return scores
+
+
+class CascadeGrader:
+    """Similarity settles the clear cases; the judge settles the uncertain band.
+
+    The judge is the expensive part (about a second a pair on the local model), so it
+    only sees passages whose similarity lies in [low, high).
+    """
+
+    name = "cascade"
+
+    def __init__(
+        self, similarity: SimilarityGrader, judge: RelevanceGrader, low: float, high: float
+    ) -> None:
+        self.similarity = similarity
+        self.judge = judge
+        self.low = low
+        self.high = high
+
+    async def ascore(self, question: str, passages: Sequence[str]) -> list[float]:
+        scores = await self.similarity.ascore(question, passages)
+        band = [i for i, s in enumerate(scores) if self.low <= s < self.high]
+        if band:
+            judged = await self.judge.ascore(question, [passages[i] for i in band])
+            for i, score in zip(band, judged, strict=True):
+                scores[i] = score
+        return scores
+
+
+def make_grader(ctx: Context, *, purpose: str = "documents") -> RelevanceGrader:
+    """The grader named by `ctx.grader` (`auto` picks the trained one when present)."""
+    from crag.providers.chat import make_chat_model
+    from crag.providers.embeddings import make_embeddings
+
+    choice = ctx.grader
+    if choice in ("auto", "trained"):
+        from crag.providers.trained_grader import load_trained_grader
+
+        trained = load_trained_grader(ctx, required=choice == "trained")
+        if trained is not None:
+            return trained
+        choice = "cascade"
+    embeddings = make_embeddings(ctx.embeddings, threads=ctx.threads, timeout_s=ctx.timeout_s)
+    similarity = SimilarityGrader(embeddings)
+    if choice == "similarity" or (purpose == "strips" and choice == "cascade"):
+        return similarity
+    judge_spec = ctx.judge_model or ctx.chat_model
+    if judge_spec == "extractive":
+        if choice == "judge":
+            raise ProviderError("grader=judge needs a chat model (chat_model is 'extractive')")
+        return similarity
+    judge = JudgeGrader(make_chat_model(judge_spec, ctx))
+    if choice == "judge":
+        return judge
+    if choice == "cascade":
+        return CascadeGrader(similarity, judge, ctx.cascade_low, ctx.cascade_high)
+    raise ProviderError(
+        f"unknown grader {ctx.grader!r}: use auto, cascade, similarity, judge or trained"
+    )
