@@ -1,0 +1,116 @@
+"""The CRAG rules themselves, without models: verdicts, routing, refinement, citations."""
+
+from __future__ import annotations
+
+import pytest
+
+from crag.graph import graph, route_after_grade
+from crag.nodes.generate import cited, extractive_answer, is_refusal, number_sources
+from crag.nodes.grade import decide_verdict
+from crag.nodes.refine import decompose, knowledge_for, select
+from crag.nodes.rewrite import clean_query
+from crag.state import Passage, State
+from crag.text import keyword_query, split_sentences, strips_of
+
+UPPER, LOWER = 0.6, 0.35
+
+
+@pytest.mark.parametrize(
+    ("scores", "verdict"),
+    [
+        ([0.6, 0.0], "correct"),  # exactly the upper threshold counts as correct
+        ([0.5999, 0.1], "ambiguous"),
+        ([0.35, 0.1], "ambiguous"),  # exactly the lower threshold is not "below"
+        ([0.3499, 0.1], "incorrect"),
+        ([0.1, 0.9, 0.1], "correct"),  # ANY document above upper
+        ([0.34, 0.34, 0.36], "ambiguous"),  # incorrect needs ALL below lower
+        ([], "incorrect"),  # nothing retrieved
+    ],
+)
+def test_verdict_rules_at_the_boundaries(scores: list[float], verdict: str) -> None:
+    assert decide_verdict(scores, UPPER, LOWER) == verdict
+
+
+def test_incorrect_and_ambiguous_share_one_web_path() -> None:
+    assert route_after_grade({"question": "q", "verdict": "correct"}) == "refine"
+    assert route_after_grade({"question": "q", "verdict": "incorrect"}) == "rewrite"
+    assert route_after_grade({"question": "q", "verdict": "ambiguous"}) == "rewrite"
+    edges = {(e.source, e.target) for e in graph.get_graph().edges}
+    assert ("rewrite", "web_search") in edges
+    assert ("web_search", "refine") in edges
+    assert ("refine", "generate") in edges
+    assert ("grade", "refine") in edges and ("grade", "rewrite") in edges
+
+
+def _doc(i: str, text: str, origin: str = "library", **extra: str) -> Passage:
+    return {"id": i, "text": text, "origin": origin, "source": f"{i}.pdf", **extra}  # type: ignore[typeddict-item]
+
+
+def test_refine_uses_the_knowledge_the_verdict_calls_for() -> None:
+    good, web = [_doc("a", "A.")], [_doc("w", "W.", "external")]
+    base: State = {"question": "q", "good_docs": good, "web_docs": web}
+    assert knowledge_for({**base, "verdict": "correct"}) == good
+    assert knowledge_for({**base, "verdict": "incorrect"}) == web
+    assert knowledge_for({**base, "verdict": "ambiguous"}) == good + web
+
+
+def test_refinement_filters_then_restores_reading_order() -> None:
+    docs = [
+        _doc("a", "First point here. Second point here. Third point here. Fourth point."),
+        _doc("b", "Other one is long. Other two is long."),
+    ]
+    strips = decompose(docs, sentences_per_strip=1)
+    assert [s["doc_id"] for s in strips] == ["a"] * 4 + ["b"] * 2
+    scores = [0.9, 0.1, 0.5, 0.8, 0.95, 0.2]
+    for strip, score in zip(strips, scores, strict=True):
+        strip["score"] = score
+    kept = select(strips, threshold=0.3, max_strips=3)
+    # the three best of those >= 0.3 are 0.95 (b0), 0.9 (a0), 0.8 (a3) -- in reading order:
+    assert [s["text"] for s in kept] == ["First point here.", "Fourth point.", "Other one is long."]
+    assert all(s["score"] >= 0.3 for s in kept)
+
+
+def test_strips_group_sentences() -> None:
+    text = "One is here. Two is here. Three is here. Four is here. Five is here."
+    assert split_sentences(text)[1] == "Two is here."
+    assert strips_of(text, 2) == [
+        "One is here. Two is here.",
+        "Three is here. Four is here.",
+        "Five is here.",
+    ]
+    assert split_sentences("Ioffe et al. proposed it in 2015. It helps a lot.") == [
+        "Ioffe et al. proposed it in 2015.",
+        "It helps.",
+    ]
+
+
+def test_citations_keep_source_and_page_of_each_kept_strip() -> None:
+    docs = [
+        _doc("a", "x", page="12"),
+        _doc("w", "y", "external", url="https://example.org/n", title="News"),
+    ]
+    kept = [
+        {"doc_id": "a", "position": 0, "text": "Alpha fact.", "score": 0.9},
+        {"doc_id": "a", "position": 1, "text": "Beta fact.", "score": 0.5},
+        {"doc_id": "w", "position": 10000, "text": "Web fact.", "score": 0.7},
+    ]
+    numbered = number_sources(kept, docs)  # type: ignore[arg-type]
+    assert [c["n"] for c, _ in numbered] == [1, 2]
+    assert numbered[0][0]["page"] == "12" and numbered[0][0]["source"] == "a.pdf"
+    assert numbered[1][0]["url"] == "https://example.org/n"
+    answer = extractive_answer(numbered, limit=2)
+    assert answer == "Alpha fact. [1] Web fact. [2]"
+    assert [c["n"] for c in cited("Only the web says so [2].", numbered)] == [2]
+    assert [c["n"] for c in cited("No markers at all.", numbered)] == [1, 2]
+
+
+def test_refusals_are_recognised() -> None:
+    assert is_refusal("I could not find this in the library or the external sources.")
+    assert is_refusal("   ")
+    assert not is_refusal("Dropout zeroes activations at random [1].")
+
+
+def test_query_rewriting_helpers() -> None:
+    assert clean_query('Search query: "batch norm layer norm"\nextra') == "batch norm layer norm"
+    query = keyword_query("Who won the 2022 Nobel Prize in Physics?")
+    assert query == "won 2022 nobel prize physics"
