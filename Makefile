@@ -1,0 +1,41 @@
+# Two commands do everything on a fresh machine:
+#   make demo   set up .venv, ingest the sample library, ask the demo questions (offline)
+#   make test   lint, format check, type check and the whole test suite (offline)
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+# Offline and quiet: no tracing, telemetry, analytics or version checks.
+export LANGSMITH_TRACING := false
+export LANGGRAPH_CLI_NO_ANALYTICS := 1
+export LANGGRAPH_NO_VERSION_CHECK := 1
+export HF_HUB_OFFLINE := 1
+export ANONYMIZED_TELEMETRY := False
+
+.PHONY: setup demo test lint bench eval clean
+
+$(BIN)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
+	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e ".[local,dev]"
+	@touch $@
+
+setup: $(BIN)/.installed
+
+demo: setup
+	$(BIN)/crag demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python benchmarks/bench_ingest.py
+
+clean:
+	rm -rf .crag .crag-demo .langgraph_api .pytest_cache .mypy_cache .ruff_cache
