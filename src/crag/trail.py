@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -35,8 +34,7 @@ def recorded(name: str) -> Callable[[Callable[..., Awaitable[NodeResult]]], Node
     """Time a node and append (name, seconds, detail) to the state's path."""
 
     def wrap(fn: Callable[..., Awaitable[NodeResult]]) -> Node:
-        @functools.wraps(fn)
-        async def node(state: State, *, runtime: Runtime[Context]) -> dict[str, Any]:
+        async def node(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             start = time.perf_counter()
             update, detail = await fn(state, context_of(runtime))
             step: Step = {
@@ -46,6 +44,10 @@ def recorded(name: str) -> Callable[[Callable[..., Awaitable[NodeResult]]], Node
             }
             return {**update, "path": [step]}
 
+        # Not functools.wraps: LangGraph reads the signature to inject `runtime`, and
+        # __wrapped__ would show it the inner (state, ctx) signature instead.
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(node, attr, getattr(fn, attr))
         return node
 
     return wrap

@@ -32,8 +32,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[..., int
             if exc.name and exc.name.startswith("crag.cli"):
                 continue
             raise
-        command = module.add_parser(sub) or name.replace("_", "-")
-        runners[command] = module.run
+        module.add_parser(sub)  # registers the subcommand as NAME with "-" for "_"
+        runners[name.replace("_", "-")] = module.run
     return parser, runners
 
 
