@@ -88,14 +88,17 @@ def test_citations_keep_source_and_page_of_each_kept_strip() -> None:
     docs = [
         _doc("a", "x", page="12"),
         _doc("w", "y", "external", url="https://example.org/n", title="News"),
+        {**_doc("a", "z", page="12"), "id": "a2"},  # another chunk of the same page
     ]
     kept = [
         {"doc_id": "a", "position": 0, "text": "Alpha fact.", "score": 0.9},
         {"doc_id": "a", "position": 1, "text": "Beta fact.", "score": 0.5},
         {"doc_id": "w", "position": 10000, "text": "Web fact.", "score": 0.7},
+        {"doc_id": "a2", "position": 20000, "text": "Gamma fact.", "score": 0.2},
     ]
     numbered = number_sources(kept, docs)  # type: ignore[arg-type]
-    assert [c["n"] for c, _ in numbered] == [1, 2]
+    assert [c["n"] for c, _ in numbered] == [1, 2]  # a2 cites the same file and page as a
+    assert [s["text"] for s in numbered[0][1]] == ["Alpha fact.", "Beta fact.", "Gamma fact."]
     assert numbered[0][0]["page"] == "12" and numbered[0][0]["source"] == "a.pdf"
     assert numbered[1][0]["url"] == "https://example.org/n"
     answer = extractive_answer(numbered, limit=2)

@@ -18,20 +18,25 @@ _CITE = re.compile(r"\[(\d+)\]")
 
 
 def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citation, list[Strip]]]:
-    """Group kept strips by document, numbered [1], [2], ... in reading order."""
+    """Group kept strips by what a reader would cite (file + page, or URL), numbered
+    [1], [2], ... in reading order, so two chunks of one page share one number."""
     by_id = {d["id"]: d for d in docs}
-    groups: dict[str, list[Strip]] = {}
+    groups: dict[tuple[str, ...], tuple[Citation, list[Strip]]] = {}
     for strip in kept:
-        groups.setdefault(strip["doc_id"], []).append(strip)
-    numbered: list[tuple[Citation, list[Strip]]] = []
-    for n, (doc_id, strips) in enumerate(groups.items(), start=1):
-        doc = by_id[doc_id]
-        citation: Citation = {"n": n, "origin": doc["origin"], "source": doc["source"]}
-        for key in ("page", "url", "title"):
-            if doc.get(key):
-                citation[key] = doc[key]  # type: ignore[literal-required,unused-ignore]
-        numbered.append((citation, strips))
-    return numbered
+        doc = by_id[strip["doc_id"]]
+        key = (doc["origin"], doc["source"], doc.get("page", ""), doc.get("url", ""))
+        if key not in groups:
+            citation: Citation = {
+                "n": len(groups) + 1,
+                "origin": doc["origin"],
+                "source": doc["source"],
+            }
+            for field in ("page", "url", "title"):
+                if doc.get(field):
+                    citation[field] = doc[field]  # type: ignore[literal-required,unused-ignore]
+            groups[key] = (citation, [])
+        groups[key][1].append(strip)
+    return list(groups.values())
 
 
 def label(citation: Citation) -> str:

@@ -40,8 +40,8 @@ class RelevanceGrader(Protocol):
     async def ascore(self, question: str, passages: Sequence[str]) -> list[float]: ...
 
 
-def cosine_to_score(cos: np.ndarray, floor: float = 0.10, ceiling: float = 0.70) -> np.ndarray:
-    """Stretch MiniLM cosines (which rarely leave 0.1-0.7) linearly onto [0, 1]."""
+def cosine_to_score(cos: np.ndarray, floor: float = 0.20, ceiling: float = 0.80) -> np.ndarray:
+    """Stretch MiniLM cosines (which rarely leave 0.2-0.8) linearly onto [0, 1]."""
     return np.clip((cos - floor) / (ceiling - floor), 0.0, 1.0)
 
 
