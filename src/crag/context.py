@@ -2,12 +2,14 @@
 
 `Context` is the graph's `context_schema`: LangGraph hands it to each node as
 `runtime.context`. A field left at its default is read from the environment
-(`CRAG_<FIELD>`, e.g. `CRAG_K=8`), so the CLI, `langgraph dev` and Python callers
-share one configuration; explicit arguments win over the environment.
+(`CRAG_<FIELD>`, e.g. `CRAG_K=8`), then from `CRAG_HOME/settings.json` (written by
+`crag tune --save`), so the CLI, `langgraph dev` and Python callers share one
+configuration. Precedence: arguments, then environment, then settings, then defaults.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import types
 import typing
@@ -44,6 +46,34 @@ def _coerce(raw: str, annotation: Any) -> Any:
     if annotation in (int, float, Path):
         return annotation(raw)
     return raw
+
+
+SETTINGS_FILE = "settings.json"
+
+
+def load_settings(home: Path) -> dict[str, Any]:
+    """Knobs saved in CRAG_HOME (e.g. thresholds found by `crag tune`)."""
+    path = Path(home).expanduser() / SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: unreadable settings ({exc}); fix or delete it") from exc
+    known = {f.name for f in fields(Context)}
+    return {k: v for k, v in data.items() if k in known} if isinstance(data, dict) else {}
+
+
+def save_settings(home: Path, values: dict[str, Any]) -> Path:
+    """Merge `values` into CRAG_HOME/settings.json; env vars and flags still win."""
+    path = Path(home).expanduser() / SETTINGS_FILE
+    current = load_settings(home)
+    current.update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return path
 
 
 @dataclass(kw_only=True)
@@ -154,17 +184,23 @@ class Context:
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self), localns={"Path": Path})
+        untouched = []
         for f in fields(self):
             if not f.init or getattr(self, f.name) != f.default:
                 continue
             raw = os.environ.get(ENV_PREFIX + f.name.upper())
             if raw is None:
+                untouched.append(f.name)
                 continue
             try:
                 setattr(self, f.name, _coerce(raw, hints[f.name]))
             except ValueError as exc:
                 raise ValueError(f"{ENV_PREFIX}{f.name.upper()}: {exc}") from exc
         self.home = Path(self.home).expanduser()
+        saved = load_settings(self.home)
+        for name in untouched:
+            if name in saved and name != "home":
+                setattr(self, name, saved[name])
         self.model_cache = Path(self.model_cache).expanduser()
         self.validate()
 
