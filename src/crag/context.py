@@ -106,8 +106,9 @@ class Context:
     grader: str = field(
         default="auto",
         metadata={
-            "description": "`auto` (trained grader if present, else cascade), `cascade`, "
-            "`similarity`, `judge`, or `trained`."
+            "description": "`auto` (the trained grader if `crag train-grader` saved one, "
+            "else the built-in feature evaluator), `features`, `cascade` (features, then "
+            "the LLM judge for the uncertain band), `similarity`, `judge`, or `trained`."
         },
     )
     judge_model: str | None = field(
@@ -130,11 +131,11 @@ class Context:
     )
     cascade_low: float = field(
         default=0.25,
-        metadata={"description": "Cascade: similarity below this is settled as irrelevant."},
+        metadata={"description": "Cascade: a first score below this is settled as irrelevant."},
     )
     cascade_high: float = field(
         default=0.75,
-        metadata={"description": "Cascade: similarity at or above this is settled as relevant."},
+        metadata={"description": "Cascade: a first score at or above this is settled relevant."},
     )
 
     # --- refinement ---------------------------------------------------------------

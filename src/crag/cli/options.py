@@ -16,7 +16,7 @@ _FLAGS: list[tuple[str, str, type, str]] = [
     ("--k", "k", int, "chunks retrieved per question"),
     ("--upper", "upper", float, "verdict 'correct' if any score >= upper"),
     ("--lower", "lower", float, "verdict 'incorrect' if all scores < lower"),
-    ("--grader", "grader", str, "auto, cascade, similarity, judge or trained"),
+    ("--grader", "grader", str, "auto, features, cascade, similarity, judge or trained"),
     ("--chat-model", "chat_model", str, "local, openai:<model> or extractive"),
     ("--judge-model", "judge_model", str, "chat model of the LLM judge (default: chat model)"),
     ("--embeddings", "embeddings", str, "local or openai:<model>"),

@@ -149,24 +149,24 @@ class JudgeGrader:
 
 
 class CascadeGrader:
-    """Similarity settles the clear cases; the judge settles the uncertain band.
+    """A cheap grader settles the clear cases; the LLM judge settles the uncertain band.
 
     The judge is the expensive part (about a second a pair on the local model), so it
-    only sees passages whose similarity lies in [low, high).
+    only sees passages whose first score lies in [low, high).
     """
 
     name = "cascade"
 
     def __init__(
-        self, similarity: SimilarityGrader, judge: RelevanceGrader, low: float, high: float
+        self, first: RelevanceGrader, judge: RelevanceGrader, low: float, high: float
     ) -> None:
-        self.similarity = similarity
+        self.first = first
         self.judge = judge
         self.low = low
         self.high = high
 
     async def ascore(self, question: str, passages: Sequence[str]) -> list[float]:
-        scores = await self.similarity.ascore(question, passages)
+        scores = await self.first.ascore(question, passages)
         band = [i for i, s in enumerate(scores) if self.low <= s < self.high]
         if band:
             judged = await self.judge.ascore(question, [passages[i] for i in band])
@@ -176,32 +176,36 @@ class CascadeGrader:
 
 
 def make_grader(ctx: Context, *, purpose: str = "documents") -> RelevanceGrader:
-    """The grader named by `ctx.grader` (`auto` picks the trained one when present)."""
+    """The grader named by `ctx.grader`.
+
+    `auto` is crag's trained evaluator when `crag train-grader` saved one, else the
+    built-in feature evaluator. Strips are always scored without the LLM judge: a
+    question has dozens of them, and the judge costs about a second each.
+    """
     from crag.providers.chat import make_chat_model
     from crag.providers.embeddings import make_embeddings
+    from crag.providers.relevance_features import FeatureGrader
+    from crag.providers.trained_grader import load_trained_grader
 
     choice = ctx.grader
-    if choice in ("auto", "trained"):
-        from crag.providers.trained_grader import load_trained_grader
-
-        trained = load_trained_grader(ctx, required=choice == "trained")
-        if trained is not None:
-            return trained
-        choice = "cascade"
+    if choice not in GRADERS:
+        raise ProviderError(f"unknown grader {choice!r}: use {', '.join(GRADERS)}")
     embeddings = make_embeddings(ctx.embeddings, threads=ctx.threads, timeout_s=ctx.timeout_s)
-    similarity = SimilarityGrader(embeddings)
-    if choice == "similarity" or (purpose == "strips" and choice == "cascade"):
-        return similarity
+    if choice == "similarity":
+        return SimilarityGrader(embeddings)
+    features: RelevanceGrader = FeatureGrader(embeddings)
+    if choice in ("auto", "trained", "cascade"):
+        trained = load_trained_grader(ctx, embeddings, required=choice == "trained")
+        features = trained or features
+    if choice in ("auto", "features", "trained") or purpose == "strips":
+        return features
     judge_spec = ctx.judge_model or ctx.chat_model
     if judge_spec == "extractive":
-        if choice == "judge":
-            raise ProviderError("grader=judge needs a chat model (chat_model is 'extractive')")
-        return similarity
+        raise ProviderError(f"grader={choice} needs a chat model (chat_model is 'extractive')")
     judge = JudgeGrader(make_chat_model(judge_spec, ctx))
     if choice == "judge":
         return judge
-    if choice == "cascade":
-        return CascadeGrader(similarity, judge, ctx.cascade_low, ctx.cascade_high)
-    raise ProviderError(
-        f"unknown grader {ctx.grader!r}: use auto, cascade, similarity, judge or trained"
-    )
+    return CascadeGrader(features, judge, ctx.cascade_low, ctx.cascade_high)
+
+
+GRADERS = ("auto", "features", "cascade", "similarity", "judge", "trained")

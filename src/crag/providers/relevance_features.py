@@ -1,0 +1,264 @@
+"""crag's lightweight retrieval evaluator: a few general signals and a logistic model.
+
+Embedding similarity alone rates "same topic" like "answers it" (AUC 0.62 on the
+dev pairs). Two cheap signals separate them far better:
+
+- answer type: a factoid question (who / when / what year / how many ...) is only
+  answered by a passage holding a span of that type (a name, date, year, number)
+  that the question itself does not contain, near the question's own words;
+- consensus: independent sources that answer a question tend to name the same
+  answer, so a candidate span shared by other retrieved passages is evidence.
+
+All passages of one question are scored together (consensus needs the batch), from
+one embedding call. The model is a logistic regression over these features, so
+its score is a probability in [0, 1] and the verdict thresholds keep their meaning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+FEATURES = ("cos", "cos_open", "consensus", "ans_near", "factoid")
+
+_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?(?:[.\-][A-Za-z0-9]+)*")
+_DATESTAMP = re.compile(r"^\s*[A-Z][a-z]{2,8}\.? \d{1,2}, \d{4} \.\.\.\s*")
+_SENT = re.compile(r"(?<=[.!?;])\s+|\s+\.\.\.\s+|\s+·\s+|\s+\|\s+|\n+")
+_YEAR = re.compile(r"(1[89]|20)\d\d")
+_NUM = re.compile(r"\d+(\.\d+)?|\d{1,3}(,\d{3})+")
+_DAY = re.compile(r"\d{1,2}(st|nd|rd|th)?")
+MONTHS = frozenset(
+    "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april "
+    "june july august september october november december".split()
+)
+STOP = frozenset(
+    """a an the and or but if then else of in on at to for from by with without about as
+    into onto over under between among through during before after above below up down out
+    off again further once here there is are was were be been being am do does did doing
+    have has had having can could should would may might must will shall i me my we our
+    you your he him his she her it its they them their this that these those what which
+    who whom whose when where why how all any both each few more most other some such no
+    nor not only own same so than too very just also s t don now one ones much many get
+    got use used using make made us let like well way please tell explain describe give
+    name list mean means meaning difference differences""".split()
+)
+
+# question type -> the kinds of span that can answer it
+_QTYPES: list[tuple[str, re.Pattern[str]]] = [
+    ("year", re.compile(r"\b(what|which|in what) year\b")),
+    (
+        "num",
+        re.compile(
+            r"\bhow (many|much)\b|\b(revenue|price|cost|salary|population|net worth|budget)\b"
+        ),
+    ),
+    ("date", re.compile(r"\bwhen (was|is|does|did|will|do|are|were)\b|^when\b|\bdate\b")),
+    ("place", re.compile(r"\bwhere\b")),
+    (
+        "person",
+        re.compile(
+            r"\bwho(m|se)?\b|^(which|what) (\w+ ){0,2}"
+            r"(actor|actress|player|director|singer|person|ceo|president|winner)\b"
+        ),
+    ),
+    (
+        "entity",
+        re.compile(
+            r"^(which|what) (\w+ ){0,3}(country|team|company|movie|film|song|album|club|city"
+            r"|brand|car|show|book|game|network|airline|university|device|phone|app)\b"
+            r"|^(which|what)\b.*\b(won|wins?|winner|champion|acquired?|bought|starring|hosted?)\b"
+        ),
+    ),
+]
+_KINDS = {
+    "person": {"cap"},
+    "place": {"cap"},
+    "entity": {"cap"},
+    "year": {"year"},
+    "date": {"date", "year"},
+    "num": {"num"},
+}
+
+
+def question_type(question: str) -> str:
+    low = question.lower().strip()
+    for name, pattern in _QTYPES:
+        if pattern.search(low):
+            return name
+    return "other"
+
+
+def _stem(word: str) -> str:
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    for suffix in ("ies", "ing", "ed", "es", "s"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            return w[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return w
+
+
+def _sentences(text: str) -> list[str]:
+    parts = [s.strip() for s in _SENT.split(_DATESTAMP.sub("", text)) if s and len(s.strip()) > 3]
+    return parts or [text]
+
+
+@dataclass
+class _Batch:
+    """Counts over the texts graded together: which words are names (capitalised
+    mid-sentence more often than not), without any corpus-wide statistics."""
+
+    cap: Counter[str] = field(default_factory=Counter)
+    low: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> _Batch:
+        batch = cls()
+        for text in texts:
+            for sentence in _sentences(text):
+                for w in _WORD.findall(sentence)[1:]:
+                    if w[0].isupper():
+                        batch.cap[w.lower()] += 1
+                    elif w[0].islower():
+                        batch.low[w.lower()] += 1
+        return batch
+
+    def is_name(self, word: str) -> bool:
+        low = word.lower()
+        if low in STOP or low in MONTHS or not word[0].isupper():
+            return False
+        return self.cap[low] + 1 > 2 * self.low[low]
+
+
+def _candidates(sentence: str, asked: set[str], kinds: set[str], batch: _Batch) -> set[str]:
+    """Spans of the expected answer kind that the question does not already contain."""
+    found: set[str] = set()
+    words = _WORD.findall(sentence)
+    for i, w in enumerate(words):
+        low = w.lower()
+        if low in asked or _stem(w) in asked:
+            continue
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        if ("year" in kinds and _YEAR.fullmatch(w)) or ("num" in kinds and _NUM.fullmatch(w)):
+            found.add(w)
+        elif "date" in kinds and low in MONTHS and _DAY.fullmatch(nxt):
+            found.add(f"{low[:3]} {nxt}")
+        elif "cap" in kinds and w[0].isupper() and batch.is_name(w):
+            found.add(low)
+    return found
+
+
+def extract_features(
+    question: str, passages: Sequence[str], cosines: Sequence[float]
+) -> np.ndarray:
+    """One row of FEATURES per passage; all passages of one question at once."""
+    qtype = question_type(question)
+    kinds = _KINDS.get(qtype, set())
+    factoid = 1.0 if kinds else 0.0
+    qwords = _WORD.findall(question)
+    asked = {w.lower() for w in qwords} | {_stem(w) for w in qwords}
+    content = list(dict.fromkeys(_stem(w) for w in qwords if w.lower() not in STOP))
+    batch = _Batch.of([question, *passages])
+    spans: list[set[str]] = []
+    near: list[float] = []
+    for passage in passages:
+        found: set[str] = set()
+        best = 0.0
+        for sentence in _sentences(passage):
+            here = _candidates(sentence, asked, kinds, batch) if kinds else set()
+            if here and content:
+                stems = {_stem(w) for w in _WORD.findall(sentence)}
+                best = max(best, sum(c in stems for c in content) / len(content))
+            found |= here
+        spans.append(found)
+        near.append(best)
+    shared = Counter(c for found in spans for c in found)
+    others = max(len(passages) - 1, 1)
+    rows = []
+    for cos, found, ans_near in zip(cosines, spans, near, strict=True):
+        consensus = max((shared[c] - 1 for c in found), default=0) / others
+        rows.append([cos, cos * (1.0 - factoid), consensus, ans_near, factoid])
+    return np.asarray(rows, dtype=np.float64).reshape(len(passages), len(FEATURES))
+
+
+@dataclass
+class LogisticModel:
+    """score = sigmoid(w · features + b), fit by regularised Newton steps (no sklearn)."""
+
+    weights: list[float]
+    bias: float
+    features: tuple[str, ...] = FEATURES
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        if x.size == 0:
+            return np.zeros(0)
+        z = x @ np.asarray(self.weights) + self.bias
+        return 1.0 / (1.0 + np.exp(-z))
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 50) -> LogisticModel:
+        xb = np.hstack([x, np.ones((len(x), 1))])
+        w = np.zeros(xb.shape[1])
+        reg = np.eye(xb.shape[1]) * l2
+        reg[-1, -1] = 0.0  # the bias is not shrunk
+        for _ in range(steps):
+            p = 1.0 / (1.0 + np.exp(-(xb @ w)))
+            grad = xb.T @ (p - y) + reg @ w
+            hess = (xb * (p * (1 - p))[:, None]).T @ xb + reg
+            step = np.linalg.solve(hess, grad)
+            w -= step
+            if float(np.abs(step).max()) < 1e-8:
+                break
+        return cls(weights=[float(v) for v in w[:-1]], bias=float(w[-1]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"features": list(self.features), "weights": self.weights, "bias": self.bias}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LogisticModel:
+        if tuple(data.get("features", ())) != FEATURES:
+            raise ValueError(f"model features {data.get('features')} != {list(FEATURES)}")
+        weights = [float(v) for v in data["weights"]]
+        if len(weights) != len(FEATURES) or not all(math.isfinite(v) for v in weights):
+            raise ValueError("model weights are missing or not finite")
+        return cls(weights=weights, bias=float(data["bias"]))
+
+
+# Fit on 519 labelled (question, passage) pairs over news snippets and technical books
+# (held-out ROC AUC 0.86 with folds split by question, against 0.62 for similarity
+# alone); `crag train-grader` refits these on a user's own labels.
+DEFAULT_MODEL = LogisticModel(weights=[2.18, 2.42, 4.89, 0.65, -1.03], bias=-2.0)
+
+
+class FeatureGrader:
+    """The evaluator above, over any LangChain embeddings."""
+
+    name = "features"
+
+    def __init__(self, embeddings: Embeddings, model: LogisticModel | None = None) -> None:
+        self.embeddings = embeddings
+        self.model = model or DEFAULT_MODEL
+
+    def cosines(self, question: str, passages: Sequence[str]) -> np.ndarray:
+        vectors = np.asarray(self.embeddings.embed_documents([question, *passages]))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-9)
+        return vectors[1:] @ vectors[0]
+
+    def features(self, question: str, passages: Sequence[str]) -> np.ndarray:
+        if not passages:
+            return np.zeros((0, len(FEATURES)))
+        return extract_features(question, passages, list(self.cosines(question, passages)))
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        return [float(s) for s in self.model.predict(self.features(question, passages))]
+
+    async def ascore(self, question: str, passages: Sequence[str]) -> list[float]:
+        return await asyncio.to_thread(self.score, question, passages)
