@@ -6,7 +6,10 @@ state reads the same in Python, in `crag ask --json` and in `langgraph dev`.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, NotRequired, TypedDict
+from typing import Annotated, Literal, NotRequired
+
+# pydantic (used by langgraph-api for schemas) needs typing_extensions.TypedDict before 3.12
+from typing_extensions import TypedDict
 
 Verdict = Literal["correct", "incorrect", "ambiguous"]
 Origin = Literal["library", "external"]

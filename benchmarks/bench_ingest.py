@@ -1,0 +1,105 @@
+"""Ingest benchmark: the whole evaluation library into a throw-away store.
+
+Prints pages/s, chunks/s, the share of wall time spent inside the embedding
+model, peak RSS, and the time of a second (unchanged) run as a fraction of the
+first. No assertions: figures depend on the CPU and on what else runs on it.
+
+    .venv/bin/python benchmarks/bench_ingest.py [--books DIR] [--threads N] [--quiet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "books"
+
+
+def _rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux (bytes on macOS)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--books", type=Path, default=DEFAULT_BOOKS)
+    parser.add_argument("--threads", type=int, default=0, help="embedder threads (0 = all)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args()
+    if not args.books.is_dir():
+        print(f"no books at {args.books}", file=sys.stderr)
+        return 2
+    for key, value in {
+        "LANGSMITH_TRACING": "false",
+        "HF_HUB_OFFLINE": "1",
+        "ANONYMIZED_TELEMETRY": "False",
+    }.items():
+        os.environ.setdefault(key, value)
+    os.environ.pop("CRAG_CHROMA_URL", None)
+
+    import logging
+
+    from crag.context import Context
+    from crag.ingest.chunking import chunk_pages
+    from crag.ingest.indexer import discover, ingest_path
+    from crag.ingest.loaders import load_document
+    from crag.ingest.progress import Progress
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    files = discover(args.books).files
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"library: {args.books} ({len(files)} files)")
+    print(f"cpus: {cpus}, load average before: {os.getloadavg()[0]:.2f} (shared machine)")
+
+    # Extraction + chunking alone, to separate PDF work from model work.
+    started = time.perf_counter()
+    pages = chunks = 0
+    for path in files:
+        doc = load_document(path)
+        pages += doc.page_count
+        chunks += len(chunk_pages(doc.pages, doc.kind, 900, 150))
+    extract_s = time.perf_counter() - started
+    print(
+        f"extract+chunk only: {pages} pages, {chunks} chunks in {extract_s:.2f} s "
+        f"({pages / extract_s:.0f} pages/s)"
+    )
+
+    with tempfile.TemporaryDirectory(prefix="crag-bench-") as home:
+        ctx = Context(home=Path(home), threads=args.threads)
+        progress = Progress(quiet=args.quiet)
+        cpu0 = time.process_time()
+        first = ingest_path(ctx, args.books, on_event=progress)
+        cpu1 = time.process_time()
+        if first.exit_code != 0:
+            print(f"first run failed: {first.to_dict()['failures']} {first.error}")
+            return 1
+        t1 = first.seconds
+        print(f"\nfirst run: {first.pages} pages, {first.chunks_written} chunks in {t1:.1f} s")
+        print(f"  pages/s:  {first.pages / t1:.1f}")
+        print(f"  chunks/s: {first.chunks_written / t1:.1f}")
+        print(
+            f"  inside the embedding model: {first.embed_seconds:.1f} s "
+            f"({first.embed_seconds / t1:.0%} of wall time)"
+        )
+        print(f"  process CPU time: {cpu1 - cpu0:.1f} s ({(cpu1 - cpu0) / t1:.2f} cores busy)")
+        print(f"  peak RSS: {_rss_mb():.0f} MB")
+
+        second = ingest_path(ctx, args.books, on_event=Progress(quiet=True))
+        t2 = second.seconds
+        print(
+            f"re-run (unchanged): {second.files_unchanged}/{len(files)} unchanged, "
+            f"{second.chunks_embedded} embedded, {t2:.2f} s = {t2 / t1:.4f} x first run"
+        )
+        print(f"peak RSS after both runs: {_rss_mb():.0f} MB")
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""`crag-ingest`: the ingest as a one-node LangGraph graph, for `langgraph dev`.
+
+The node runs the (blocking, CPU-bound) ingest in a worker thread: under
+`langgraph dev` blocking calls on the event loop raise `BlockingError`. Progress
+events go to the custom stream (`stream_mode="custom"`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, NotRequired
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+# typing_extensions, not typing: on Python < 3.12 pydantic (used by langgraph-api
+# for the input/output JSON schemas) rejects typing.TypedDict.
+from typing_extensions import TypedDict
+
+from crag.context import Context
+
+
+class IngestInput(TypedDict):
+    path: str
+    prune: NotRequired[bool]
+    collection: NotRequired[str]
+
+
+class IngestOutput(TypedDict, total=False):
+    summary: dict[str, Any]
+    error: str
+
+
+class IngestState(IngestInput, IngestOutput):
+    pass
+
+
+def _run_ingest(ctx: Context, state: IngestState, writer: Any) -> IngestOutput:
+    from crag.ingest.indexer import IngestError, ingest_path
+    from crag.providers.errors import ProviderError
+    from crag.store import StoreError
+
+    try:
+        summary = ingest_path(
+            ctx,
+            state["path"],
+            collection=state.get("collection") or None,
+            prune=bool(state.get("prune", False)),
+            on_event=writer,
+        )
+    except (IngestError, StoreError, ProviderError) as exc:
+        return {"error": str(exc)}
+    result = summary.to_dict()
+    out: IngestOutput = {"summary": result}
+    if summary.error:
+        out["error"] = summary.error
+    return out
+
+
+async def ingest(state: IngestState, runtime: Runtime[Context]) -> IngestOutput:
+    """Ingest `path` into the library (or `collection`); returns the run's summary."""
+    ctx = runtime.context
+    if isinstance(ctx, dict):  # a server may hand the context over as plain JSON
+        ctx = Context(**ctx)
+    elif not isinstance(ctx, Context):
+        ctx = Context()
+    writer = runtime.stream_writer
+    return await asyncio.to_thread(_run_ingest, ctx, state, writer)
+
+
+def build() -> Any:
+    builder = StateGraph(
+        IngestState, context_schema=Context, input_schema=IngestInput, output_schema=IngestOutput
+    )
+    builder.add_node("ingest", ingest)
+    builder.add_edge(START, "ingest")
+    builder.add_edge("ingest", END)
+    return builder.compile(name="crag-ingest")
+
+
+graph = build()

@@ -1,0 +1,529 @@
+"""Incremental, crash-safe indexing of a folder into a Chroma collection.
+
+The index describes itself, so there is no manifest to fall out of step with it:
+every chunk carries its file's `version` (sha256 of the file bytes and of the
+chunking rules) and `chunks`, the number of chunks of that version. A version is
+complete when all of its chunks are present; a file whose version is complete is
+skipped without reading past its hash or loading the model.
+
+A changed file's new chunks are written first and its old ones deleted after, so a
+crash never loses a file: it leaves at most an extra partial version, which the
+next run completes (embedding only the missing chunks) and then swaps in. Chunk
+ids are derived from (source, version, index), so re-writing is idempotent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
+from crag.ingest.loaders import SUPPORTED, LoadError, kind_of, load_document, read_bytes, sha256_hex
+
+if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
+    from langchain_core.embeddings import Embeddings
+
+    from crag.context import Context
+
+Event = dict[str, Any]
+EventHandler = Callable[[Event], None]
+Status = Literal["indexed", "updated", "resumed", "unchanged", "failed"]
+
+#: Chunks embedded and written per Chroma call: small enough for smooth progress
+#: and little lost work on a crash, large enough to keep the model busy.
+BATCH_SIZE = 64
+_SCAN_PAGE = 5000
+_GET_IN_LIMIT = 250
+
+
+class IngestError(Exception):
+    """The run cannot start: bad path, nothing to ingest, store busy."""
+
+    def __init__(self, message: str, *, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class FileReport:
+    source: str
+    status: Status
+    reason: str = ""
+    pages: int = 0
+    chunks: int = 0  # chunks of the file's current version
+    embedded: int = 0  # chunks sent to the embedding model
+    reused: int = 0  # chunks whose vector was already in the collection
+    deleted: int = 0  # chunks of older or partial versions removed
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class IngestSummary:
+    root: str
+    collection: str
+    files: list[FileReport] = field(default_factory=list)
+    pruned: list[str] = field(default_factory=list)
+    chunks_pruned: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0  # wall time inside the embedding model
+    error: str | None = None  # a fatal error that stopped the run
+    interrupted: bool = False
+    not_processed: int = 0  # files left when the run stopped early
+
+    def _count(self, *statuses: str) -> int:
+        return sum(1 for f in self.files if f.status in statuses)
+
+    @property
+    def files_ok(self) -> int:
+        return self._count("indexed", "updated", "resumed")
+
+    @property
+    def files_unchanged(self) -> int:
+        return self._count("unchanged")
+
+    @property
+    def files_failed(self) -> int:
+        return self._count("failed")
+
+    @property
+    def pages(self) -> int:
+        return sum(f.pages for f in self.files)
+
+    @property
+    def chunks_written(self) -> int:
+        return sum(f.embedded + f.reused for f in self.files)
+
+    @property
+    def chunks_embedded(self) -> int:
+        return sum(f.embedded for f in self.files)
+
+    @property
+    def chunks_deleted(self) -> int:
+        return sum(f.deleted for f in self.files) + self.chunks_pruned
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        return 1 if self.error or self.files_failed else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly: what `crag ingest --json` prints and the ingest graph returns."""
+        return {
+            "root": self.root,
+            "collection": self.collection,
+            "files_ok": self.files_ok,
+            "files_unchanged": self.files_unchanged,
+            "files_failed": self.files_failed,
+            "pages": self.pages,
+            "chunks_written": self.chunks_written,
+            "chunks_embedded": self.chunks_embedded,
+            "chunks_deleted": self.chunks_deleted,
+            "pruned": list(self.pruned),
+            "seconds": round(self.seconds, 3),
+            "embed_seconds": round(self.embed_seconds, 3),
+            "failures": [{"source": f.source, "reason": f.reason} for f in self.files if f.reason],
+            "error": self.error,
+            "interrupted": self.interrupted,
+            "not_processed": self.not_processed,
+            "exit_code": self.exit_code,
+            "files": [asdict(f) for f in self.files],
+        }
+
+
+# --- discovery ------------------------------------------------------------------------------
+
+
+@dataclass
+class Discovery:
+    root: Path  # sources are relative to this
+    files: list[Path]
+    errors: list[tuple[str, str]]  # (folder, reason) for folders that could not be listed
+
+    def source(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+
+def discover(path: Path) -> Discovery:
+    """The supported files under `path` (or `path` itself), sorted; hidden entries skipped."""
+    path = Path(path).expanduser()
+    kinds = ", ".join(sorted(SUPPORTED))
+    if not path.exists():
+        raise IngestError(f"{path}: no such file or folder", exit_code=2)
+    if path.is_file():
+        if kind_of(path) is None:
+            raise IngestError(
+                f"{path}: unsupported file type {path.suffix or '(none)'!r} (crag ingests {kinds})",
+                exit_code=2,
+            )
+        return Discovery(path.parent, [path], [])
+    if not path.is_dir():
+        raise IngestError(f"{path}: not a regular file or folder", exit_code=2)
+
+    files: list[Path] = []
+    errors: list[tuple[str, str]] = []
+
+    def onerror(exc: OSError) -> None:
+        where = Path(exc.filename or path)
+        rel = where.relative_to(path).as_posix() if where != path else str(path)
+        errors.append((rel, f"cannot list folder: {exc.strerror or exc}"))
+
+    for dirpath, dirnames, filenames in os.walk(path, onerror=onerror):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            candidate = Path(dirpath) / name
+            if not name.startswith(".") and kind_of(candidate) and candidate.is_file():
+                files.append(candidate)
+    if not files and not errors:
+        raise IngestError(f"{path}: no documents to ingest (looked for {kinds} files)")
+    return Discovery(path, files, errors)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def file_version(file_hash: str, chunker: str) -> str:
+    return sha256_hex(f"{file_hash}\n{chunker}")[:20]
+
+
+def chunk_id(source: str, version: str, index: int) -> str:
+    """Stable: an unchanged file chunked the same way gets the same ids."""
+    key = sha256_hex(source + "\n" + version)[:24]
+    return f"{key}-{index:05d}"
+
+
+def _batched(items: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), n):
+        yield items[start : start + n]
+
+
+@dataclass
+class _Stored:
+    """What the collection holds for one source: id → (version, chunks of that version)."""
+
+    ids: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def version_ids(self, version: str) -> set[str]:
+        return {i for i, (v, _) in self.ids.items() if v == version}
+
+    def is_complete(self, version: str) -> bool:
+        rows = [n for v, n in self.ids.values() if v == version]
+        return bool(rows) and len(rows) == rows[0] and all(n == rows[0] for n in rows)
+
+    def complete_versions(self) -> set[str]:
+        return {v for v, _ in self.ids.values() if self.is_complete(v)}
+
+
+def _scan(collection: Collection) -> dict[str, _Stored]:
+    """Every chunk's source and version, read once per run (metadata only, paged)."""
+    stored: dict[str, _Stored] = {}
+    offset = 0
+    while True:
+        got = collection.get(include=["metadatas"], limit=_SCAN_PAGE, offset=offset)
+        ids = got["ids"]
+        for cid, meta in zip(ids, got.get("metadatas") or [], strict=False):
+            meta = meta or {}
+            source = str(meta.get("source", ""))
+            entry = stored.setdefault(source, _Stored())
+            count = meta.get("chunks", 0)
+            entry.ids[cid] = (
+                str(meta.get("version", "")),
+                count if isinstance(count, int) else 0,
+            )
+        if len(ids) < _SCAN_PAGE:
+            return stored
+        offset += _SCAN_PAGE
+
+
+@contextlib.contextmanager
+def _home_lock(ctx: Context) -> Iterator[None]:
+    """One writer per embedded store: two would stall on SQLite locks for minutes."""
+    if ctx.chroma_url:
+        yield
+        return
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    ctx.home.mkdir(parents=True, exist_ok=True)
+    lock_path = ctx.home / "ingest.lock"
+    with open(lock_path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            raise IngestError(
+                f"another `crag ingest` (pid {holder}) is writing to {ctx.home}; "
+                "wait for it to finish"
+            ) from exc
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.seek(0)
+            fh.truncate()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class _Fatal(Exception):
+    """Stops the run: the embedder or the store failed, not one file."""
+
+
+# --- the indexer ------------------------------------------------------------------------------
+
+
+class Ingestor:
+    """One ingest run. `summary` is filled as it goes, so it is valid after Ctrl-C too."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        collection: str | None = None,
+        prune: bool = False,
+        embeddings: Embeddings | None = None,
+        on_event: EventHandler | None = None,
+        batch_size: int = BATCH_SIZE,
+    ) -> None:
+        self.ctx = ctx
+        self.collection_name = collection or ctx.collection
+        self.prune = prune
+        self._embeddings = embeddings
+        self.on_event = on_event
+        self.batch_size = max(1, batch_size)
+        self.chunker = chunker_signature(ctx.chunk_size, ctx.chunk_overlap)
+        self.summary = IngestSummary(root="", collection=self.collection_name)
+
+    # -- plumbing --
+    def _emit(self, event: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event({"event": event, **data})
+
+    @property
+    def embeddings(self) -> Embeddings:
+        """Built on first need, so a run with nothing to embed never loads a model."""
+        if self._embeddings is None:
+            from crag.providers.embeddings import make_embeddings
+
+            self._embeddings = make_embeddings(
+                self.ctx.embeddings, threads=self.ctx.threads, timeout_s=self.ctx.timeout_s
+            )
+        return self._embeddings
+
+    # -- the run --
+    def run(self, path: Path | str) -> IngestSummary:
+        from crag.store import get_collection, open_client
+
+        start = time.perf_counter()
+        path = Path(path).expanduser()
+        found = discover(path)
+        if self.prune and path.is_file():
+            raise IngestError("--prune needs a folder, not a single file", exit_code=2)
+        summary = self.summary
+        summary.root = str(found.root)
+        try:
+            with _home_lock(self.ctx):
+                collection = get_collection(
+                    open_client(self.ctx),
+                    self.collection_name,
+                    create=True,
+                    embeddings=self.ctx.embeddings,
+                )
+                stored = _scan(collection)
+                self._emit(
+                    "start",
+                    root=str(found.root),
+                    collection=self.collection_name,
+                    files=len(found.files),
+                )
+                for folder, reason in found.errors:
+                    report = FileReport(source=folder, status="failed", reason=reason)
+                    summary.files.append(report)
+                    self._emit("file_done", index=-1, **asdict(report))
+                for index, file in enumerate(found.files):
+                    source = found.source(file)
+                    self._emit("file", index=index, source=source)
+                    try:
+                        report = self._ingest_file(
+                            collection, file, source, stored.get(source, _Stored()), index
+                        )
+                    except _Fatal as exc:
+                        summary.error = str(exc)
+                        summary.not_processed = len(found.files) - index
+                        break
+                    summary.files.append(report)
+                    self._emit("file_done", index=index, **asdict(report))
+                if self.prune and summary.error is None:
+                    self._prune(collection, stored, {found.source(f) for f in found.files})
+        except KeyboardInterrupt:
+            summary.interrupted = True
+            raise
+        finally:
+            summary.seconds = time.perf_counter() - start
+            self._emit("done", summary=summary.to_dict())
+        return summary
+
+    def _ingest_file(
+        self, collection: Collection, file: Path, source: str, stored: _Stored, index: int
+    ) -> FileReport:
+        started = time.perf_counter()
+        report = FileReport(source=source, status="failed")
+        try:
+            data = read_bytes(file)
+            file_hash = sha256_hex(data)
+            version = file_version(file_hash, self.chunker)
+            if stored.is_complete(version):
+                stale = sorted(set(stored.ids) - stored.version_ids(version))
+                self._delete(collection, stale)
+                report.status, report.deleted = "unchanged", len(stale)
+                report.chunks = len(stored.version_ids(version))
+                return report
+            doc = load_document(file, data)
+            chunks = chunk_pages(doc.pages, doc.kind, self.ctx.chunk_size, self.ctx.chunk_overlap)
+            if not chunks:
+                raise LoadError(file, "no indexable text (only fragments of a few characters)")
+        except LoadError as exc:
+            report.reason = exc.reason
+            report.seconds = time.perf_counter() - started
+            return report
+
+        report.pages, report.chunks, report.warnings = doc.page_count, len(chunks), doc.warnings
+        ids = [chunk_id(source, version, c.index) for c in chunks]
+        present = stored.version_ids(version)
+        todo = [(cid, c) for cid, c in zip(ids, chunks, strict=True) if cid not in present]
+        self._emit(
+            "loaded",
+            index=index,
+            source=source,
+            pages=doc.page_count,
+            chunks=len(chunks),
+            todo=len(todo),
+        )
+        base_meta: dict[str, Any] = {
+            "source": source,
+            "title": doc.title,
+            "kind": doc.kind,
+            "file_hash": file_hash,
+            "version": version,
+            "chunks": len(chunks),
+        }
+        written: list[str] = []
+        try:
+            for batch in _batched(todo, self.batch_size):
+                vectors, embedded = self._vectors(collection, [c for _, c in batch])
+                collection.upsert(
+                    ids=[cid for cid, _ in batch],
+                    embeddings=vectors,
+                    documents=[c.text for _, c in batch],
+                    metadatas=[_metadata(base_meta, c) for _, c in batch],
+                )
+                written.extend(cid for cid, _ in batch)
+                report.embedded += embedded
+                report.reused += len(batch) - embedded
+                self._emit(
+                    "progress", index=index, source=source, done=len(written), todo=len(todo)
+                )
+        except Exception as exc:
+            # Put the file back as it was: its older version, if any, is still complete.
+            with contextlib.suppress(Exception):
+                self._delete(collection, written)
+            raise _Fatal(f"{source}: {_describe(exc)}") from exc
+
+        keep = set(ids)
+        old = sorted(i for i in stored.ids if i not in keep)
+        had_complete = bool(stored.complete_versions() - {version})
+        self._delete(collection, old)
+        report.deleted = len(old)
+        report.status = "updated" if had_complete else ("resumed" if present else "indexed")
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _vectors(self, collection: Collection, chunks: list[Chunk]) -> tuple[list[Any], int]:
+        """Vectors for `chunks`: reused from any chunk with the same text, else embedded."""
+        hashes = [sha256_hex(c.text) for c in chunks]
+        known: dict[str, Any] = {}
+        unique = sorted(set(hashes))
+        for part in _batched(unique, _GET_IN_LIMIT):
+            where: Any = {"content_hash": {"$in": list(part)}}
+            got = collection.get(where=where, include=["embeddings", "metadatas"])
+            embeddings = got.get("embeddings")
+            if embeddings is None:
+                continue
+            for meta, vector in zip(got.get("metadatas") or [], embeddings, strict=False):
+                if meta and meta.get("content_hash") not in known:
+                    known[str(meta["content_hash"])] = [float(x) for x in vector]
+        missing = [h for h in unique if h not in known]
+        if missing:
+            text_of = {h: c.text for h, c in zip(hashes, chunks, strict=True)}
+            started = time.perf_counter()
+            vectors = self.embeddings.embed_documents([text_of[h] for h in missing])
+            self.summary.embed_seconds += time.perf_counter() - started
+            if len(vectors) != len(missing):
+                raise RuntimeError(
+                    f"the embedder returned {len(vectors)} vectors for {len(missing)} texts"
+                )
+            known.update(zip(missing, vectors, strict=True))
+        return [known[h] for h in hashes], len(missing)
+
+    def _delete(self, collection: Collection, ids: Sequence[str]) -> None:
+        for part in _batched(ids, _SCAN_PAGE):
+            collection.delete(ids=list(part))
+
+    def _prune(self, collection: Collection, stored: dict[str, _Stored], present: set[str]) -> None:
+        gone = sorted(s for s in stored if s not in present)
+        for source in gone:
+            ids = sorted(stored[source].ids)
+            self._delete(collection, ids)
+            self.summary.chunks_pruned += len(ids)
+        self.summary.pruned = gone
+        if gone:
+            self._emit("pruned", sources=gone, chunks=self.summary.chunks_pruned)
+
+
+def _metadata(base: dict[str, Any], chunk: Chunk) -> dict[str, Any]:
+    meta = dict(base)
+    meta["chunk"] = chunk.index
+    meta["content_hash"] = sha256_hex(chunk.text)
+    if chunk.page is not None:
+        meta["page"] = chunk.page
+        meta["page_number"] = chunk.page_number
+    return meta
+
+
+def _describe(exc: BaseException) -> str:
+    msg = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def ingest_path(
+    ctx: Context,
+    path: Path | str,
+    *,
+    collection: str | None = None,
+    prune: bool = False,
+    embeddings: Embeddings | None = None,
+    on_event: EventHandler | None = None,
+) -> IngestSummary:
+    """Ingest a folder (recursively) or one file into `collection` (default `ctx.collection`).
+
+    Raises `IngestError` when the run cannot start; per-file problems are reported
+    in the summary instead, and leave the file's existing chunks untouched.
+    """
+    return Ingestor(
+        ctx, collection=collection, prune=prune, embeddings=embeddings, on_event=on_event
+    ).run(path)

@@ -1,0 +1,277 @@
+"""One file in, its pages out: PDF via pypdf, plus Markdown and plain text.
+
+Every way a file can be unusable becomes a `LoadError` with a one-line reason,
+so the indexer can report it, skip the file and carry on with the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Suffix → kind. Anything else in a folder is ignored.
+SUPPORTED: dict[str, str] = {
+    ".pdf": "pdf",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+}
+
+
+class LoadError(Exception):
+    """A file that cannot be indexed; `reason` is short enough for one line."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = Path(path)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Page:
+    number: int  # 1-based physical page
+    label: str | None  # as a reader cites it (PDF page label); None for text files
+    text: str
+
+
+@dataclass
+class LoadedDocument:
+    path: Path
+    kind: str
+    title: str
+    pages: list[Page]  # pages with text, in order
+    page_count: int  # physical pages, empty ones included
+    warnings: list[str] = field(default_factory=list)
+
+
+def kind_of(path: Path) -> str | None:
+    return SUPPORTED.get(path.suffix.lower())
+
+
+def _read_raw(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, with OS errors turned into readable reasons."""
+    try:
+        return _read_raw(path)
+    except FileNotFoundError as exc:
+        raise LoadError(path, "file not found (removed while ingesting?)") from exc
+    except PermissionError as exc:
+        raise LoadError(path, "permission denied (cannot read the file)") from exc
+    except IsADirectoryError as exc:
+        raise LoadError(path, "is a directory") from exc
+    except OSError as exc:
+        raise LoadError(path, f"cannot read: {exc.strerror or exc}") from exc
+
+
+def sha256_hex(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_document(path: Path, data: bytes | None = None) -> LoadedDocument:
+    """Pages of one supported file; raises `LoadError` with the reason it is unusable."""
+    kind = kind_of(path)
+    if kind is None:
+        raise LoadError(path, f"unsupported file type {path.suffix or '(none)'!r}")
+    if data is None:
+        data = read_bytes(path)
+    if not data:
+        raise LoadError(path, "empty file (0 bytes)")
+    if kind == "pdf":
+        return _load_pdf(path, data)
+    return _load_text(path, data, kind)
+
+
+# --- PDF ----------------------------------------------------------------------------------
+
+
+def _short(exc: BaseException) -> str:
+    msg = " ".join(str(exc).split())
+    if len(msg) > 120:
+        msg = msg[:117] + "..."
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+_JUNK_TITLE = re.compile(r"^(untitled|microsoft word - .*|.*\.(docx?|pdf|tex|dvi))$", re.I)
+
+
+def _load_pdf(path: Path, data: bytes) -> LoadedDocument:
+    from pypdf import PasswordType, PdfReader
+    from pypdf.errors import DependencyError
+
+    head = data[:1024]
+    if b"%PDF-" not in head:
+        preview = head[:16].decode("latin-1").encode("unicode_escape").decode("ascii")
+        raise LoadError(path, f"not a PDF (no %PDF- header; starts with {preview!r})")
+    try:
+        reader = PdfReader(io.BytesIO(data))
+    except Exception as exc:
+        raise LoadError(path, f"corrupt PDF ({_short(exc)})") from exc
+
+    if reader.is_encrypted:
+        # Many PDFs are encrypted only against editing: the empty user password opens them.
+        try:
+            opened = reader.decrypt("")
+        except DependencyError as exc:
+            raise LoadError(path, f"encrypted PDF needs a crypto library ({_short(exc)})") from exc
+        except Exception as exc:
+            raise LoadError(path, f"encrypted PDF that cannot be opened ({_short(exc)})") from exc
+        if opened == PasswordType.NOT_DECRYPTED:
+            raise LoadError(path, "encrypted PDF (a password is required to read it)")
+
+    try:
+        n_pages = len(reader.pages)
+    except Exception as exc:
+        raise LoadError(path, f"corrupt PDF ({_short(exc)})") from exc
+    if n_pages == 0:
+        raise LoadError(path, "PDF has no pages")
+
+    try:
+        labels = list(reader.page_labels)
+    except Exception:
+        labels = []
+    if len(labels) != n_pages:
+        labels = [str(i + 1) for i in range(n_pages)]
+
+    warnings: list[str] = []
+    texts: list[str] = []
+    failed_pages = 0
+    for i in range(n_pages):
+        try:
+            raw = reader.pages[i].extract_text() or ""
+        except Exception as exc:
+            failed_pages += 1
+            warnings.append(f"page {labels[i] or i + 1}: text extraction failed ({_short(exc)})")
+            raw = ""
+        texts.append(raw.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n"))
+
+    if failed_pages == n_pages:
+        raise LoadError(path, f"corrupt PDF (text extraction failed on all {n_pages} pages)")
+    texts = strip_running_lines(texts)
+    pages = [
+        Page(number=i + 1, label=(labels[i] or str(i + 1)), text=t)
+        for i, t in enumerate(texts)
+        if t.strip()
+    ]
+    if not pages:
+        raise LoadError(
+            path,
+            f"no extractable text in {n_pages} page{'s' if n_pages != 1 else ''} "
+            "(scanned or image-only PDF? run OCR first)",
+        )
+
+    title = ""
+    try:
+        meta = reader.metadata
+        title = " ".join(str(meta.title or "").split()) if meta is not None else ""
+    except Exception:
+        title = ""
+    if not title or _JUNK_TITLE.match(title):
+        title = path.stem
+    return LoadedDocument(
+        path=path, kind="pdf", title=title, pages=pages, page_count=n_pages, warnings=warnings
+    )
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _line_key(line: str) -> str:
+    return _DIGITS.sub("#", " ".join(line.split()).lower())
+
+
+def strip_running_lines(texts: list[str], edge: int = 2) -> list[str]:
+    """Drop running headers/footers ("Title — page 12") from the edges of pages.
+
+    They repeat on most pages, so in chunks they only add noise to every
+    embedding. A line counts as running when, with digits masked, it sits in
+    the first or last `edge` lines of at least half the pages (and of 3+).
+    """
+    if len(texts) < 4:
+        return texts
+    split = [t.split("\n") for t in texts]
+    seen: Counter[str] = Counter()
+    for lines in split:
+        keys = {_line_key(x) for x in lines[:edge] + lines[-edge:] if x.strip()}
+        seen.update(keys)
+    threshold = max(3, (len(texts) + 1) // 2)
+    running = {k for k, n in seen.items() if n >= threshold}
+    if not running:
+        return texts
+    out = []
+    for lines in split:
+        head, tail = 0, len(lines)
+        while head < min(edge, tail) and (
+            not lines[head].strip() or _line_key(lines[head]) in running
+        ):
+            head += 1
+        while (
+            tail > head
+            and tail > len(lines) - edge
+            and (not lines[tail - 1].strip() or _line_key(lines[tail - 1]) in running)
+        ):
+            tail -= 1
+        out.append("\n".join(lines[head:tail]))
+    return out
+
+
+# --- Markdown and text ------------------------------------------------------------------------
+
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+_SETEXT = re.compile(r"^(\S[^\n]*)\n {0,3}(=+|-+)[ \t]*$", re.M)
+
+
+def _decode(path: Path, data: bytes, warnings: list[str]) -> str:
+    if b"\x00" in data[:8192]:
+        raise LoadError(path, "binary file, not text")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = data.decode("cp1252", errors="replace")
+        warnings.append("not valid UTF-8; decoded as Windows-1252")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def markdown_title(text: str) -> str | None:
+    """The first heading (ATX `# x` or setext), if any."""
+    candidates = []
+    if m := _ATX.search(text):
+        candidates.append((m.start(), m.group(1)))
+    if m := _SETEXT.search(text):
+        candidates.append((m.start(), m.group(1)))
+    if not candidates:
+        return None
+    title = " ".join(min(candidates)[1].replace("*", "").replace("`", "").split())
+    return title or None
+
+
+def _load_text(path: Path, data: bytes, kind: str) -> LoadedDocument:
+    warnings: list[str] = []
+    text = _decode(path, data, warnings)
+    title = None
+    if kind == "markdown":
+        # Files often open with a provenance/licence comment: not content.
+        text = _COMMENT.sub("", text)
+        title = markdown_title(text)
+    text = text.strip()
+    if not text:
+        what = "only comments and whitespace" if kind == "markdown" else "only whitespace"
+        raise LoadError(path, f"no text to index ({what})")
+    return LoadedDocument(
+        path=path,
+        kind=kind,
+        title=title or path.stem,
+        pages=[Page(number=1, label=None, text=text)],
+        page_count=1,
+        warnings=warnings,
+    )

@@ -1,0 +1,122 @@
+"""Server mode: `chroma run` on loopback, ingest and query through CRAG_CHROMA_URL."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crag.cli import ingest as cli
+from crag.context import Context
+from crag.store import describe, forget_clients, retrieve
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    exe = Path(sys.executable).with_name("chroma")
+    if not exe.exists():
+        found = shutil.which("chroma")
+        if found is None:
+            pytest.skip("the `chroma` command (chromadb's server) is not installed")
+        exe = Path(found)
+    data = tmp_path_factory.mktemp("chroma_server")
+    port = _free_port()
+    log = (data / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [str(exe), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.close()
+                output = (data / "server.log").read_text(errors="replace")[-2000:]
+                pytest.fail(f"chroma server did not start on {url}:\n{output}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        forget_clients()
+
+
+def test_ingest_and_query_through_the_server(
+    chroma_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "dropout.md").write_text(
+        "# Dropout\n\nDropout zeroes out random hidden units during training to fight "
+        "overfitting.\n",
+        encoding="utf-8",
+    )
+    (lib / "adam.md").write_text(
+        "# Adam\n\nAdam adapts the learning rate of each parameter from running averages of "
+        "gradients.\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("CRAG_CHROMA_URL", chroma_url)
+    home = tmp_path / "home"
+    argv = ["ingest", str(lib), "--home", str(home), "--collection", "server-books", "-q"]
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    assert cli.run(parser.parse_args(argv)) == 0, capsys.readouterr()
+    assert "2 file(s) indexed" in capsys.readouterr().out
+    assert not (home / "chroma").exists()  # nothing written to the embedded store
+
+    ctx = Context(home=home)
+    assert ctx.chroma_url == chroma_url
+    hits = retrieve(ctx, "server-books", "How does dropout reduce overfitting?", 2)
+    assert hits[0]["metadata"]["source"] == "dropout.md"
+    assert 0.0 <= hits[1]["similarity"] <= hits[0]["similarity"] <= 1.0
+    assert describe(ctx, "server-books")["chunks"] == 2
+
+    # a re-run through the server is incremental too
+    assert cli.run(parser.parse_args(argv)) == 0
+    assert "0 file(s) indexed, 2 unchanged" in capsys.readouterr().out
+
+
+def test_cli_reports_an_unreachable_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.md").write_text("# A\n\nSome text to index here.\n", encoding="utf-8")
+    monkeypatch.setenv("CRAG_CHROMA_URL", f"http://127.0.0.1:{_free_port()}")
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    code = cli.run(parser.parse_args(["ingest", str(tmp_path / "a.md"), "--home", str(tmp_path)]))
+    assert code == 1
+    assert "cannot reach the Chroma server" in capsys.readouterr().err
