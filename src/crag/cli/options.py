@@ -43,7 +43,7 @@ def add_context_flags(parser: argparse.ArgumentParser) -> None:
         "--no-llm",
         dest="no_llm",
         action="store_true",
-        help="no language model at all: similarity grading and extractive answers",
+        help="no language model at all: feature grading and extractive answers",
     )
 
 
@@ -52,5 +52,5 @@ def context_from_args(args: argparse.Namespace) -> Context:
     overrides = {dest: getattr(args, dest, None) for _, dest, _, _ in _FLAGS}
     overrides["refine"] = getattr(args, "refine", None)
     if getattr(args, "no_llm", False):
-        overrides.update(chat_model="extractive", grader="similarity")
+        overrides.update(chat_model="extractive", grader="features")
     return Context().with_overrides(**overrides)
