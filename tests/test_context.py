@@ -11,7 +11,7 @@ from crag.context import Context, save_settings
 
 def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CRAG_HOME", str(tmp_path))
-    assert Context().upper == 0.60  # the built-in default
+    assert Context().upper == Context.__dataclass_fields__["upper"].default  # built-in
     save_settings(tmp_path, {"upper": 0.7, "lower": 0.2, "k": 3})
     assert (Context().upper, Context().k) == (0.7, 3)  # saved settings
     monkeypatch.setenv("CRAG_K", "8")

@@ -10,7 +10,7 @@ from crag.nodes.grade import decide_verdict
 from crag.nodes.refine import decompose, knowledge_for, select
 from crag.nodes.rewrite import clean_query
 from crag.state import Passage, State
-from crag.text import keyword_query, split_sentences, strips_of
+from crag.text import key_terms, keyword_query, split_sentences, strips_of
 
 UPPER, LOWER = 0.6, 0.35
 
@@ -29,6 +29,12 @@ UPPER, LOWER = 0.6, 0.35
 )
 def test_verdict_rules_at_the_boundaries(scores: list[float], verdict: str) -> None:
     assert decide_verdict(scores, UPPER, LOWER) == verdict
+
+
+def test_terms_the_library_never_mentions_cap_the_verdict_at_ambiguous() -> None:
+    assert decide_verdict([0.9], UPPER, LOWER, missing=["AdaBoost"]) == "ambiguous"
+    assert decide_verdict([0.1], UPPER, LOWER, missing=["AdaBoost"]) == "incorrect"
+    assert decide_verdict([0.9], UPPER, LOWER, missing=[]) == "correct"
 
 
 def test_incorrect_and_ambiguous_share_one_web_path() -> None:
@@ -111,6 +117,14 @@ def test_refusals_are_recognised() -> None:
     assert is_refusal("I could not find this in the library or the external sources.")
     assert is_refusal("   ")
     assert not is_refusal("Dropout zeroes activations at random [1].")
+
+
+def test_key_terms_drop_question_words_and_possessives() -> None:
+    assert key_terms("What was Tesla's revenue in 2023?") == ["Tesla", "revenue", "2023"]
+    assert key_terms("What is the difference between AdaGrad and AdaBoost?") == [
+        "AdaGrad",
+        "AdaBoost",
+    ]
 
 
 def test_query_rewriting_helpers() -> None:

@@ -66,6 +66,7 @@ def summary(state: State) -> dict[str, Any]:
         "question": state.get("question", ""),
         "verdict": state.get("verdict"),
         "grader": state.get("grader"),
+        "missing_terms": state.get("missing_terms") or [],
         "scores": state.get("scores") or [],
         "documents": [
             {

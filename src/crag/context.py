@@ -119,14 +119,21 @@ class Context:
     # --- retrieval and grading ----------------------------------------------------
     k: int = field(default=5, metadata={"description": "Chunks retrieved per question."})
     upper: float = field(
-        default=0.60,
+        default=0.56,
         metadata={"description": "Verdict `correct` if any document scores >= upper."},
     )
     lower: float = field(
-        default=0.35,
+        default=0.52,
         metadata={
             "description": "Verdict `incorrect` if every document scores < lower; "
             "good documents score >= lower."
+        },
+    )
+    coverage_check: bool = field(
+        default=True,
+        metadata={
+            "description": "A question with terms the library never mentions is at best "
+            "`ambiguous` (the library can answer only part of it)."
         },
     )
     cascade_low: float = field(
@@ -144,7 +151,7 @@ class Context:
     )
     strip_sentences: int = field(default=2, metadata={"description": "Sentences per strip (1-3)."})
     strip_threshold: float = field(
-        default=0.30, metadata={"description": "Strips scoring below this are dropped."}
+        default=0.50, metadata={"description": "Strips scoring below this are dropped."}
     )
     max_strips: int = field(default=8, metadata={"description": "At most this many strips kept."})
 

@@ -74,6 +74,7 @@ class State(InputState, total=False):
     docs: list[Passage]
     scores: list[float]
     grader: str
+    missing_terms: list[str]  # question terms the library never mentions
     verdict: Verdict
     good_docs: list[Passage]
     web_query: str

@@ -238,3 +238,30 @@ def describe(ctx: Context, collection_name: str) -> dict[str, Any]:
         "files": len(sources),
         "embeddings": (collection.metadata or {}).get(EMBEDDINGS_KEY),
     }
+
+
+def _spellings(term: str) -> list[str]:
+    """Forms a library may write a term in (case, hyphen or space, joined)."""
+    forms = [term, term.lower(), term.capitalize()]
+    if "-" in term:
+        for joined in (term.replace("-", " "), term.replace("-", "")):
+            forms += [joined, joined.lower()]
+    return list(dict.fromkeys(forms))
+
+
+def missing_terms(ctx: Context, collection_name: str, terms: Sequence[str]) -> list[str]:
+    """The terms that no chunk of the collection contains, in any usual spelling.
+
+    A library that has never seen a word of the question can at best answer part
+    of it. Chroma's full-text index answers each lookup in a few milliseconds.
+    """
+    collection = get_collection(open_client(ctx), collection_name)
+    missing = []
+    for term in terms:
+        found = any(
+            collection.get(where_document={"$contains": form}, limit=1, include=[])["ids"]
+            for form in _spellings(term)
+        )
+        if not found:
+            missing.append(term)
+    return missing

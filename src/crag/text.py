@@ -5,15 +5,16 @@ from __future__ import annotations
 import re
 
 STOPWORDS = frozenset(
-    """a an and are as at be been being but by can could did do does doing for from had
-    has have having how i if in into is it its me more most my no nor not of on or our
-    out over own same she should so some such than that the their them then there these
-    they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours about above after again against all
-    also am any because before below between both down during each few further here him
-    his her hers himself herself itself just myself once only other ourselves themselves
-    yourself yourselves s t don now use used using give explain describe tell define
-    difference between vs versus known called mean means""".split()
+    """a an the and or but if then else of in on at to for from by with without about as
+    into onto over under between among through during before after above below up down out
+    off again further once here there is are was were be been being am do does did doing
+    have has had having can could should would may might must will shall i me my we our
+    ours you your yours he him his she her hers it its they them their this that these
+    those what which who whom whose when where why how all any both each few more most
+    other some such no nor not only own same so than too very just also s t don now one
+    ones much many get got use used using make made us let like well way please tell
+    explain describe give name list mean means meaning difference differences versus vs
+    known called myself yourself himself herself itself ourselves themselves""".split()
 )
 
 # Sentence ends: ., ! or ? followed by space and a capital/digit/quote, or a blank line.
@@ -50,6 +51,16 @@ def content_words(text: str) -> list[str]:
     """Lower-cased words that carry meaning (stopwords and 1-letter tokens dropped)."""
     words = [w.lower().strip(".'") for w in _WORD.findall(text)]
     return [w for w in words if len(w) > 1 and w not in STOPWORDS]
+
+
+def key_terms(question: str) -> list[str]:
+    """Words of the question that carry its topic: what a library must know to answer."""
+    terms = []
+    for word in _WORD.findall(question):
+        bare = re.sub(r"['’]s$", "", word).strip(".'’")
+        if len(bare) > 2 and bare.lower() not in STOPWORDS:
+            terms.append(bare)
+    return list(dict.fromkeys(terms))
 
 
 def keyword_query(question: str, max_terms: int = 8) -> str:

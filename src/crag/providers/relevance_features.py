@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from crag.text import STOPWORDS as STOP
+
 FEATURES = ("cos", "cos_open", "consensus", "ans_near", "factoid")
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?(?:[.\-][A-Za-z0-9]+)*")
@@ -39,18 +41,6 @@ MONTHS = frozenset(
     "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april "
     "june july august september october november december".split()
 )
-STOP = frozenset(
-    """a an the and or but if then else of in on at to for from by with without about as
-    into onto over under between among through during before after above below up down out
-    off again further once here there is are was were be been being am do does did doing
-    have has had having can could should would may might must will shall i me my we our
-    you your he him his she her it its they them their this that these those what which
-    who whom whose when where why how all any both each few more most other some such no
-    nor not only own same so than too very just also s t don now one ones much many get
-    got use used using make made us let like well way please tell explain describe give
-    name list mean means meaning difference differences""".split()
-)
-
 # question type -> the kinds of span that can answer it
 _QTYPES: list[tuple[str, re.Pattern[str]]] = [
     ("year", re.compile(r"\b(what|which|in what) year\b")),
