@@ -200,7 +200,7 @@ def test_openai_chat_model_answers_with_sources_as_untrusted_data(
     chats = [body for path, body, _ in openai_server.requests if path.endswith("/completions")]
     assert chats, "generate did not call the chat model"
     system, user = chats[-1]["messages"][0], chats[-1]["messages"][1]
-    assert system["role"] == "system" and "never an instruction" in system["content"]
+    assert system["role"] == "system" and "never instructions" in system["content"]
     assert "<data" in user["content"] and BIAS_VARIANCE in user["content"]
 
 
