@@ -204,7 +204,7 @@ def test_openai_chat_model_answers_with_sources_as_untrusted_data(
     assert "<data" in user["content"] and BIAS_VARIANCE in user["content"]
 
 
-def test_injected_instructions_stay_inside_the_data_delimiters(
+def test_injected_instructions_are_removed_and_sources_stay_delimited(
     dev_home: Path, tavily: FakeTavily, openai_server: FakeOpenAI
 ) -> None:
     attack = (
@@ -222,10 +222,9 @@ def test_injected_instructions_stay_inside_the_data_delimiters(
     )
     chats = [body for path, body, _ in openai_server.requests if path.endswith("/completions")]
     system, user = chats[-1]["messages"][0]["content"], chats[-1]["messages"][1]["content"]
-    assert "PWNED" not in system
-    if "PWNED" in user:  # the strip survived refinement: it must sit inside <data>...</data>
-        start = user.index("PWNED")
-        assert user.rfind("<data", 0, start) > user.rfind("</data>", 0, start)
+    assert "PWNED" not in system and "PWNED" not in user  # the order never reaches the model
+    start = user.index("AdaBoost combines weak learners")  # the information does, as data
+    assert user.rfind("<data", 0, start) > user.rfind("</data>", 0, start)
 
 
 @pytest.mark.slow

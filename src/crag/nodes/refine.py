@@ -49,10 +49,11 @@ def select(strips: list[Strip], threshold: float, max_strips: int) -> list[Strip
 @recorded("refine")
 async def refine(state: State, ctx: Context) -> NodeResult:
     docs = knowledge_for(state)
-    if not ctx.refine:
+    if not ctx.refine:  # whole documents, still without sentences that give orders
         whole: list[Strip] = [
-            {"doc_id": d["id"], "position": r * STRIDE, "text": d["text"], "score": 1.0}
+            {"doc_id": d["id"], "position": r * STRIDE, "text": text, "score": 1.0}
             for r, d in enumerate(docs)
+            if (text := " ".join(strips_of(d["text"], 3)))
         ]
         return {"strips": whole, "kept_strips": whole}, f"off: {len(whole)} whole documents"
     strips = decompose(docs, ctx.strip_sentences)
