@@ -50,3 +50,11 @@ ANSWER_USER = (
 )
 
 SOURCE_BLOCK = '[{n}] {label}\n<data origin="{origin}">\n{text}\n</data>'
+
+QUESTION_WRITER_SYSTEM = (
+    "You write exam questions. Given a passage, write ONE specific question that the "
+    "passage answers, as a reader would ask it without seeing the passage. Do not copy "
+    "whole sentences. Reply with the question only, on one line, ending with '?'."
+)
+
+QUESTION_WRITER_USER = "<data>\n{passage}\n</data>\n\nQuestion:"

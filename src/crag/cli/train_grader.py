@@ -1,0 +1,143 @@
+"""`crag train-grader`: fit crag's retrieval evaluator to your library and labels.
+
+Training data: labelled pairs files (`--pairs`, the format of grader_pairs.jsonl),
+pairs generated from the ingested library by the chat model (`--generate N`), or both.
+The fitted model is saved in CRAG_HOME/grader/grader.json with its training metadata;
+`crag ask` then grades with it (grader `auto` or `trained`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from crag.cli.options import add_context_flags, context_from_args
+
+NAME = "train-grader"
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser(NAME, help="train crag's retrieval evaluator on labelled pairs")
+    parser.add_argument(
+        "--pairs", type=Path, action="append", default=[], help="labelled pairs (JSONL)"
+    )
+    parser.add_argument(
+        "--generate", type=int, default=0, metavar="N", help="generate N questions from the library"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed for --generate")
+    parser.add_argument("--negatives", type=int, default=2, help="hard negatives per question")
+    parser.add_argument("--cv", type=int, default=5, help="cross-validation folds (0: none)")
+    parser.add_argument(
+        "--test-pairs", type=Path, default=None, help="labelled pairs to test the model on"
+    )
+    parser.add_argument("--no-save", action="store_true", help="measure only; save nothing")
+    add_context_flags(parser)
+
+
+def _bar(label: str) -> Any:
+    def show(done: int, total: int) -> None:
+        print(f"\r  {label}: {done}/{total}", end="", file=sys.stderr, flush=True)
+        if done >= total:
+            print(file=sys.stderr)
+
+    return show
+
+
+def _generated(ctx: Any, args: argparse.Namespace) -> list[Any]:
+    from crag.providers.chat import make_chat_model
+    from crag.providers.errors import ProviderError
+    from crag.store import retrieve
+    from crag.training.pairs import generate_pairs, library_chunks
+
+    if ctx.chat_model == "extractive":
+        raise ProviderError("--generate needs a chat model to write questions (not extractive)")
+    chunks = library_chunks(ctx, ctx.collection)
+    cache = ctx.grader_dir / f"generated-{ctx.collection}-seed{args.seed}.jsonl"
+    print(f"generating from {len(chunks)} chunks (cache: {cache})", file=sys.stderr)
+    return generate_pairs(
+        chunks,
+        make_chat_model(ctx.chat_model, ctx, max_tokens=64),
+        lambda query, k: retrieve(ctx, ctx.collection, query, k),
+        cache,
+        count=args.generate,
+        negatives=args.negatives,
+        seed=args.seed,
+        progress=_bar("questions"),
+    )
+
+
+def _line(name: str, auc: float | None, acc: float | None, rate: float | None) -> str:
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f}"
+
+    return f"  {name:<34} {f(auc):>6} {f(acc):>8} {'-' if rate is None else f'{rate:.0f}':>8}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from crag.evaluation.dataset import load_pairs
+    from crag.evaluation.metrics import best_accuracy, roc_auc
+    from crag.providers.embeddings import make_embeddings
+    from crag.providers.relevance_features import FeatureGrader
+    from crag.providers.trained_grader import save_trained_grader
+    from crag.training import fit
+
+    ctx = context_from_args(args)
+    pairs = [pair for path in args.pairs for pair in load_pairs(path)]
+    if args.generate:
+        pairs += _generated(ctx, args)
+    if not pairs:
+        print(
+            "crag train-grader: no training pairs (use --pairs and/or --generate)", file=sys.stderr
+        )
+        return 2
+    grader = FeatureGrader(make_embeddings(ctx.embeddings, threads=ctx.threads))
+    data = fit.featurize(grader, pairs, progress=_bar("featurizing questions"))
+    labels = (data.y > 0.5).tolist()
+    print(f"{len(pairs)} pairs, {len(set(data.groups))} questions, {sum(labels)} relevant")
+    print(f"  {'grader':<34} {'AUC':>6} {'accuracy':>8} {'pairs/s':>8}")
+    default_scores = grader.model.predict(data.x).tolist()
+    print(_line("similarity (on these pairs)", roc_auc(data.x[:, 0].tolist(), labels), None, None))
+    print(
+        _line(
+            "built-in features (on these pairs)",
+            roc_auc(default_scores, labels),
+            best_accuracy(default_scores, labels)["accuracy"],
+            data.pairs_per_second,
+        )
+    )
+    cv: dict[str, Any] | None = None
+    if args.cv and len(set(data.groups)) >= args.cv:
+        cv = fit.cross_validate(data, k=args.cv, seed=args.seed)
+        print(_line(f"trained, {args.cv}-fold CV by question", cv["auc"], cv["accuracy"], None))
+    model = fit.train(data)
+    tested: dict[str, Any] | None = None
+    if args.test_pairs:
+        test = fit.featurize(grader, load_pairs(args.test_pairs))
+        tested = fit.evaluate(model, test)
+        print(
+            _line(
+                f"trained, on {args.test_pairs.name}",
+                tested["auc"],
+                tested["best_accuracy"]["accuracy"],
+                test.pairs_per_second,
+            )
+        )
+    if args.no_save:
+        return 0
+    metadata = {
+        "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "pairs_files": [str(p) for p in args.pairs],
+        "generated_questions": args.generate,
+        "seed": args.seed,
+        "pairs": len(pairs),
+        "questions": len(set(data.groups)),
+        "collection": ctx.collection,
+        "cross_validation": {k: v for k, v in (cv or {}).items() if k != "scores"},
+        "pairs_per_second": round(data.pairs_per_second, 1),
+    }
+    path = save_trained_grader(ctx, model.to_dict(), metadata)
+    print(f"saved {path}; `crag ask` now grades with it (grader: trained)")
+    return 0
