@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,10 @@ class MiniLMEmbeddings(Embeddings):
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        # Vectors already known (e.g. read back from the store with a retrieved chunk),
+        # so grading a retrieved chunk does not run the model on it a second time.
+        self._known: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._known_max = 4096
 
     # --- loading ----------------------------------------------------------------
     @property
@@ -126,6 +131,9 @@ class MiniLMEmbeddings(Embeddings):
             opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             opts.log_severity_level = 3
+            # The arena keeps every batch shape's buffers: 1.7 GB peak RSS on an ingest,
+            # 0.35 GB without it, for a few percent of speed.
+            opts.enable_cpu_mem_arena = False
             session = ort.InferenceSession(
                 str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
             )
@@ -159,13 +167,30 @@ class MiniLMEmbeddings(Embeddings):
                 out[i] = (hidden[row, :n].astype(np.float32), special)
         return out
 
+    def remember(self, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        """Keep vectors this model made earlier (the store's), for later embed calls."""
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                self._known[text] = np.asarray(vector, dtype=np.float32)
+                self._known.move_to_end(text)
+            while len(self._known) > self._known_max:
+                self._known.popitem(last=False)
+
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
         """Sentence vectors as one float32 array (n, 384): the fast path for graders."""
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
-        pooled = np.stack([h.mean(axis=0) for h, _ in self._encode(texts)])
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        result = np.zeros((len(texts), DIM), dtype=np.float32)
+        with self._lock:
+            known = {i: self._known[t] for i, t in enumerate(texts) if t in self._known}
+        for i, vector in known.items():
+            result[i] = vector
+        todo = [i for i in range(len(texts)) if i not in known]
+        if todo:
+            pooled = np.stack([h.mean(axis=0) for h, _ in self._encode([texts[i] for i in todo])])
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            result[todo] = pooled / np.maximum(norms, 1e-12)
+        return result
 
     def embed_tokens(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Per-token unit vectors (n_tokens, 384) per text, without [CLS]/[SEP]/padding.

@@ -1,0 +1,39 @@
+"""Retrieved chunks carry their stored vectors, so grading does not re-run the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crag.context import Context
+from crag.ingest.indexer import ingest_path
+from crag.providers.embeddings import MiniLMEmbeddings, make_embeddings
+from crag.store import retrieve
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+
+def test_remembered_vectors_skip_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = MiniLMEmbeddings(threads=1)
+    fresh = model.embed_array(["alpha beta", "gamma delta"])
+    model.remember(["alpha beta"], [fresh[0].tolist()])
+    seen: list[list[str]] = []
+    encode = model._encode
+    monkeypatch.setattr(model, "_encode", lambda texts: seen.append(list(texts)) or encode(texts))
+    again = model.embed_array(["alpha beta", "gamma delta"])
+    assert seen == [["gamma delta"]]  # only the unknown text went through the model
+    assert np.allclose(again, fresh, atol=1e-6)
+
+
+def test_retrieval_primes_the_grader_with_the_stored_vectors(tmp_path: Path) -> None:
+    ctx = Context(home=tmp_path)
+    assert ingest_path(ctx, SAMPLES / "library", collection="books").exit_code == 0
+    hits = retrieve(ctx, "books", "How long is the refund window for annual plans?", 3)
+    embedder = make_embeddings("local")
+    assert isinstance(embedder, MiniLMEmbeddings)
+    texts = [h["text"] for h in hits]
+    stored = embedder.embed_array(texts)  # served from what retrieve remembered
+    computed = MiniLMEmbeddings(threads=1).embed_array(texts)
+    assert np.allclose(stored, computed, atol=1e-4)
