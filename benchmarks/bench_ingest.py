@@ -35,12 +35,9 @@ def main() -> int:
     if not args.books.is_dir():
         print(f"no books at {args.books}", file=sys.stderr)
         return 2
-    for key, value in {
-        "LANGSMITH_TRACING": "false",
-        "HF_HUB_OFFLINE": "1",
-        "ANONYMIZED_TELEMETRY": "False",
-    }.items():
-        os.environ.setdefault(key, value)
+    from crag.offline import use_offline_defaults
+
+    use_offline_defaults()
     os.environ.pop("CRAG_CHROMA_URL", None)
 
     import logging

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import free_port, serving
 
 from crag.cli import ingest as cli
 from crag.context import Context
 from crag.store import describe, forget_clients, retrieve
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -33,37 +24,15 @@ def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.skip("the `chroma` command (chromadb's server) is not installed")
         exe = Path(found)
     data = tmp_path_factory.mktemp("chroma_server")
-    port = _free_port()
-    log = (data / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [str(exe), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
+    command = [str(exe), "run", "--path", str(data / "db"), "--host", "127.0.0.1"]
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.close()
-                output = (data / "server.log").read_text(errors="replace")[-2000:]
-                pytest.fail(f"chroma server did not start on {url}:\n{output}")
-            time.sleep(0.2)
-        yield url
+        with serving(
+            [*command, "--port", str(port)], f"{url}/api/v2/heartbeat", data / "server.log"
+        ):
+            yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
         forget_clients()
 
 
@@ -112,7 +81,7 @@ def test_cli_reports_an_unreachable_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "a.md").write_text("# A\n\nSome text to index here.\n", encoding="utf-8")
-    monkeypatch.setenv("CRAG_CHROMA_URL", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("CRAG_CHROMA_URL", f"http://127.0.0.1:{free_port()}")
     import argparse
 
     parser = argparse.ArgumentParser()

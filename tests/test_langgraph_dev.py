@@ -5,27 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import free_port, serving
 
 from crag.context import Context
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
 INCORRECT = "How can I bulk import a folder of Markdown files, including their front-matter tags?"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +34,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     shutil.copy(REPO / "langgraph.json", workdir / "langgraph.json")
     config = (workdir / "langgraph.json").read_text().replace("./src/", f"{REPO}/src/")
     (workdir / "langgraph.json").write_text(config.replace('"."', f'"{REPO}"'))
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "CRAG_HOME": str(home),
@@ -53,36 +44,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "LANGGRAPH_NO_VERSION_CHECK": "1",
         "NO_PROXY": "127.0.0.1,localhost",
     }
-    log = (workdir / "server.log").open("w")
-    proc = subprocess.Popen(
+    url = f"http://127.0.0.1:{port}"
+    with serving(
         [str(cli), "dev", "--no-browser", "--no-reload", "--port", str(port)],
+        f"{url}/ok",
+        workdir / "server.log",
         cwd=workdir,
         env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/ok", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("langgraph dev did not start:\n" + (workdir / "server.log").read_text())
-            time.sleep(0.5)
+        timeout_s=90,
+    ):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def test_stream_interrupt_inspect_resume_and_history(server: str) -> None:

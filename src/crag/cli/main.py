@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Callable
 from importlib import import_module
 
-# Offline by default: no telemetry or tracing calls leave the machine.
-for _key, _value in {
-    "LANGSMITH_TRACING": "false",
-    "ANONYMIZED_TELEMETRY": "False",
-    "HF_HUB_OFFLINE": "1",
-}.items():
-    os.environ.setdefault(_key, _value)
+from crag.offline import use_offline_defaults
+
+use_offline_defaults()  # no telemetry or tracing calls leave the machine
 
 SUBCOMMANDS = ["ingest", "ask", "demo", "eval", "tune", "train_grader"]
 
