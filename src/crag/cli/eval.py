@@ -1,0 +1,111 @@
+"""`crag eval QUESTIONS.jsonl`: crag and two baselines on a labelled question set.
+
+Writes a report folder (report.md, metrics.json, records.jsonl, PNG plots) and
+prints the side-by-side table. Exit codes: 0 done, 1 some questions failed, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from crag.cli.options import add_context_flags, context_from_args
+
+NAME = "eval"
+
+
+def positive_int(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_parser(sub: Any) -> str:
+    parser = sub.add_parser(
+        NAME,
+        help="evaluate crag against naive RAG and the tutorial rule on labelled questions",
+        description=__doc__,
+    )
+    parser.add_argument("questions", type=Path, help="questions.jsonl (shared/eval schema)")
+    parser.add_argument(
+        "--pairs", type=Path, default=None, help="grader_pairs.jsonl: grader as a classifier"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="report folder (default reports/eval-<timestamp>)"
+    )
+    parser.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="first N questions, taken round-robin across categories",
+    )
+    parser.add_argument(
+        "--systems",
+        default="crag,naive,tutorial",
+        help="comma-separated: crag, naive, tutorial (default all three)",
+    )
+    parser.add_argument(
+        "--grid-step", type=float, default=0.05, help="threshold grid step of the surface"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_context_flags(parser)
+    return NAME
+
+
+def run(args: argparse.Namespace) -> int:
+    from crag.evaluation.dataset import load_pairs, load_questions, stratified
+    from crag.evaluation.evaluate import default_out, evaluate
+    from crag.evaluation.report import systems_table
+    from crag.evaluation.runner import parse_systems
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    ctx = context_from_args(args)
+    systems = parse_systems(args.systems)
+    questions = stratified(load_questions(args.questions), args.limit)
+    pairs = load_pairs(args.pairs) if args.pairs else None
+    out = args.out or default_out()
+    print(
+        f"evaluating {', '.join(systems)} on {len(questions)} questions"
+        + (f" and {len(pairs)} pairs" if pairs else "")
+        + f" (grader {ctx.grader}, chat model {ctx.chat_model}) → {out}",
+        file=sys.stderr,
+    )
+    result = asyncio.run(
+        evaluate(
+            questions,
+            ctx,
+            systems=systems,
+            out=out,
+            pairs=pairs,
+            questions_file=str(args.questions),
+            pairs_file=str(args.pairs or ""),
+            quiet=args.quiet,
+            grid_step=args.grid_step,
+        )
+    )
+    print(systems_table(result.metrics["systems"]))
+    grader = result.metrics.get("grader")
+    if grader:
+        at = grader["at"]["lower"]
+        print(
+            f"\ngrader {grader['name']}: AUC {grader['auc']:.3f}; at lower={at['threshold']:.2f} "
+            f"P {at['precision']:.3f} R {at['recall']:.3f} F1 {at['f1']:.3f}"
+        )
+    surface = result.metrics.get("threshold_surface")
+    if surface:
+        best = surface["best"]
+        print(
+            f"thresholds: best lower={best['lower']:.2f} upper={best['upper']:.2f} "
+            f"(accuracy {best['accuracy']:.3f}); run `crag tune` to tune the strip threshold too"
+        )
+    print(f"\nreport: {result.report}")
+    errors = sum(m["errors"] for m in result.metrics["systems"].values())
+    if errors:
+        print(f"crag eval: {errors} question run(s) failed; see records.jsonl", file=sys.stderr)
+        return 1
+    return 0
