@@ -53,11 +53,15 @@ def _doc(i: str, text: str, origin: str = "library", **extra: str) -> Passage:
 
 
 def test_refine_uses_the_knowledge_the_verdict_calls_for() -> None:
-    good, web = [_doc("a", "A.")], [_doc("w", "W.", "external")]
-    base: State = {"question": "q", "good_docs": good, "web_docs": web}
-    assert knowledge_for({**base, "verdict": "correct"}) == good
-    assert knowledge_for({**base, "verdict": "incorrect"}) == web
-    assert knowledge_for({**base, "verdict": "ambiguous"}) == good + web
+    good = [_doc("a", "A.")]
+    web = [
+        {**_doc("w", "W.", "external"), "score": 0.8},
+        {**_doc("x", "X.", "external"), "score": 0.1},
+    ]
+    base: State = {"question": "q", "good_docs": good, "web_docs": web}  # type: ignore[typeddict-item]
+    assert knowledge_for({**base, "verdict": "correct"}, LOWER) == good
+    assert knowledge_for({**base, "verdict": "incorrect"}, LOWER) == web[:1]  # x is off-topic
+    assert knowledge_for({**base, "verdict": "ambiguous"}, LOWER) == good + web[:1]
 
 
 def test_refinement_filters_then_restores_reading_order() -> None:

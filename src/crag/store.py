@@ -120,7 +120,11 @@ def get_collection(
             metadata = {EMBEDDINGS_KEY: embeddings} if embeddings else None
             collection = client.get_or_create_collection(
                 name,
-                configuration={"hnsw": {"space": "cosine"}},
+                # A wider beam than Chroma's default (100): at library sizes the exact
+                # neighbours matter more than microseconds.
+                configuration={
+                    "hnsw": {"space": "cosine", "ef_search": 256, "ef_construction": 256}
+                },
                 metadata=metadata,
                 embedding_function=None,
             )
@@ -197,9 +201,10 @@ def retrieve(
         return []
     embedder = make_embeddings(ctx.embeddings, threads=ctx.threads, timeout_s=ctx.timeout_s)
     vector: Sequence[float] = embedder.embed_query(query)
+    # Over-fetch, then cut: the approximate index misses fewer true top-k this way.
     result = collection.query(
         query_embeddings=[vector],
-        n_results=k,
+        n_results=max(4 * k, 20),
         where=where,
         include=["documents", "metadatas", "distances", "embeddings"],
     )
@@ -211,6 +216,7 @@ def retrieve(
         embedder.remember([d or "" for d in docs], list(vectors[0]))
     metas = (result.get("metadatas") or [[]])[0]
     dists = (result.get("distances") or [[]])[0]
+    order = sorted(range(len(ids)), key=lambda i: (dists[i], ids[i]))[:k]
     return [
         {
             "id": ids[i],
@@ -218,7 +224,7 @@ def retrieve(
             "metadata": dict(metas[i] or {}),
             "similarity": to_similarity(dists[i]),
         }
-        for i in range(len(ids))
+        for i in order
     ]
 
 

@@ -52,5 +52,7 @@ def context_from_args(args: argparse.Namespace) -> Context:
     overrides = {dest: getattr(args, dest, None) for _, dest, _, _ in _FLAGS}
     overrides["refine"] = getattr(args, "refine", None)
     if getattr(args, "no_llm", False):
-        overrides.update(chat_model="extractive", grader="features")
+        overrides["chat_model"] = "extractive"
+        if overrides.get("grader") in (None, "auto", "cascade", "judge"):
+            overrides["grader"] = "features"  # the grader needs no LLM either
     return Context().with_overrides(**overrides)

@@ -130,7 +130,7 @@ class Graded:
             "good_docs": good,
             "web_docs": self.web_docs,
         }
-        return knowledge_for(state)
+        return knowledge_for(state, lower)
 
 
 def _key(docs: Sequence[Passage]) -> tuple[str, ...]:

@@ -17,11 +17,14 @@ from crag.trail import NodeResult, recorded
 STRIDE = 10_000
 
 
-def knowledge_for(state: State) -> list[Passage]:
-    """Good library docs (correct), external docs (incorrect), or both (ambiguous)."""
+def knowledge_for(state: State, lower: float) -> list[Passage]:
+    """Good library docs (correct), good external docs (incorrect), or both (ambiguous).
+
+    External results count as good like library chunks: graded score >= lower.
+    """
     verdict = state.get("verdict")
     good = list(state.get("good_docs") or [])
-    web = list(state.get("web_docs") or [])
+    web = [d for d in state.get("web_docs") or [] if d.get("score", 1.0) >= lower]
     if verdict == "correct":
         return good
     if verdict == "incorrect":
@@ -48,7 +51,7 @@ def select(strips: list[Strip], threshold: float, max_strips: int) -> list[Strip
 
 @recorded("refine")
 async def refine(state: State, ctx: Context) -> NodeResult:
-    docs = knowledge_for(state)
+    docs = knowledge_for(state, ctx.lower)
     if not ctx.refine:  # whole documents, still without sentences that give orders
         whole: list[Strip] = [
             {"doc_id": d["id"], "position": r * STRIDE, "text": text, "score": 1.0}
