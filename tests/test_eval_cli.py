@@ -66,6 +66,8 @@ def eval_report(sample_home: Path, sample_pairs: Path, tmp_path_factory: pytest.
             "5",
             "--out",
             str(out),
+            "--graders",
+            "similarity,features",
             "--quiet",
         ]
     )
@@ -108,6 +110,15 @@ def test_metrics_cover_three_systems_with_sane_values(eval_report: Path) -> None
     assert set(grader["at"]) == {"lower", "upper", "tutorial"}
     surface = metrics["threshold_surface"]
     assert len(surface["accuracy"]) == len(surface["lowers"]) == 21
+
+
+def test_graders_are_compared_side_by_side(eval_report: Path) -> None:
+    rows = json.loads((eval_report / "metrics.json").read_text())["graders"]
+    assert [r["grader"] for r in rows] == ["similarity", "features"]
+    for row in rows:
+        assert 0.0 <= row["auc"] <= 1.0 and row["pairs_per_second"] > 0
+        assert 0.0 <= row["verdict_accuracy"] <= 1.0
+    assert "## Graders side by side" in (eval_report / "report.md").read_text()
 
 
 def test_records_have_the_summary_shape_for_every_system(eval_report: Path) -> None:

@@ -52,6 +52,12 @@ def add_parser(sub: Any) -> str:
     parser.add_argument(
         "--grid-step", type=float, default=0.05, help="threshold grid step of the surface"
     )
+    parser.add_argument(
+        "--graders",
+        default="",
+        help="also compare these graders (e.g. similarity,features,trained,judge): AUC, F1, "
+        "accuracy and pairs/s on --pairs, and the verdict accuracy each gives",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_context_flags(parser)
     return NAME
@@ -60,7 +66,7 @@ def add_parser(sub: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from crag.evaluation.dataset import load_pairs, load_questions, stratified
     from crag.evaluation.evaluate import default_out, evaluate
-    from crag.evaluation.report import systems_table
+    from crag.evaluation.report import graders_table, systems_table
     from crag.evaluation.runner import parse_systems
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -86,9 +92,12 @@ def run(args: argparse.Namespace) -> int:
             pairs_file=str(args.pairs or ""),
             quiet=args.quiet,
             grid_step=args.grid_step,
+            graders=[g.strip() for g in args.graders.split(",") if g.strip()],
         )
     )
     print(systems_table(result.metrics["systems"]))
+    if result.metrics.get("graders"):
+        print("\n" + graders_table(result.metrics["graders"]))
     grader = result.metrics.get("grader")
     if grader:
         at = grader["at"]["lower"]

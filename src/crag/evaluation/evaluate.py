@@ -64,6 +64,7 @@ async def evaluate(
     pairs_file: str = "",
     quiet: bool = False,
     grid_step: float = 0.05,
+    graders: Sequence[str] = (),
 ) -> Evaluation:
     started = time.perf_counter()
     bar = Bar(len(questions) * len(systems), "questions", quiet=quiet)
@@ -121,6 +122,11 @@ async def evaluate(
             figures["threshold surface"] = plots.threshold_surface(
                 metrics["threshold_surface"], (ctx.lower, ctx.upper), out / "threshold_surface.png"
             ).name
+
+    if graders:
+        from crag.evaluation.graders import compare
+
+        metrics["graders"] = await compare(graders, ctx, questions, pairs or [], quiet=quiet)
 
     matrices = {
         s: m["confusion"]["matrix"]

@@ -154,6 +154,13 @@ def surface_grid(surface: Mapping[str, Any], every: int = 2) -> str:
     return _table(["lower \\ upper", *(f"{uppers[j]:.2f}" for j in cols)], rows)
 
 
+def graders_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    header = ["grader", "AUC", "F1 at lower", "accuracy at lower", "best accuracy", "pairs/s"]
+    header.append("verdict accuracy")
+    keys = ("auc", "f1", "accuracy", "best_accuracy", "pairs_per_second", "verdict_accuracy")
+    return _table(header, [[r["grader"], *(fmt(r.get(k)) for k in keys)] for r in rows])
+
+
 def markdown(metrics: Mapping[str, Any], plots: Mapping[str, str]) -> str:
     systems = metrics["systems"]
     cfg = metrics["config"]
@@ -174,6 +181,8 @@ def markdown(metrics: Mapping[str, Any], plots: Mapping[str, str]) -> str:
     parts += ["## Latency by verdict path", latency_table(systems)]
     if metrics.get("grader"):
         parts += [f"## Grader on labelled pairs ({cfg['grader']})", grader_table(metrics["grader"])]
+    if metrics.get("graders"):
+        parts += ["## Graders side by side", graders_table(metrics["graders"])]
     if metrics.get("threshold_surface"):
         surface = metrics["threshold_surface"]
         parts += [
