@@ -36,6 +36,16 @@ test: lint
 
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest.py
+	$(BIN)/python benchmarks/bench_crag.py
+
+# The dev evaluation set lives next to the repository, in ../shared/eval.
+EVAL ?= ../shared/eval
+EVAL_HOME ?= .crag-eval
+eval: setup
+	$(BIN)/crag ingest $(EVAL)/books --home $(EVAL_HOME)
+	$(BIN)/crag ingest $(EVAL)/external --home $(EVAL_HOME) --collection external
+	$(BIN)/crag eval $(EVAL)/questions.jsonl --pairs $(EVAL)/grader_pairs.jsonl \
+		--home $(EVAL_HOME) --graders similarity,features
 
 clean:
-	rm -rf .crag .crag-demo .langgraph_api .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .crag .crag-demo .crag-eval .langgraph_api .pytest_cache .mypy_cache .ruff_cache
