@@ -80,3 +80,10 @@ def test_factory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ProviderError, match="OPENAI_API_KEY"):
         make_embeddings("openai:text-embedding-3-small")
+
+
+def test_batches_respect_token_budget() -> None:
+    e = MiniLMEmbeddings(batch_size=3, max_batch_tokens=100)
+    assert e._batches([0, 1, 2, 3, 4], [10, 10, 10, 40, 60]) == [[0, 1, 2], [3], [4]]
+    assert e._batches([0, 1], [300, 300]) == [[0], [1]]  # an over-budget text goes alone
+    assert not e.loaded

