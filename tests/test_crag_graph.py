@@ -204,6 +204,18 @@ def test_openai_chat_model_answers_with_sources_as_untrusted_data(
     assert "<data" in user["content"] and BIAS_VARIANCE in user["content"]
 
 
+def test_a_failing_chat_model_falls_back_to_cited_passages(
+    dev_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:down", timeout_s=2.0)
+    assert result["answer"].startswith("(The language model failed")
+    assert "[1]" in result["answer"] and result["citations"]
+    assert result["path"][-1] == "generate"
+
+
 def test_injected_instructions_are_removed_and_sources_stay_delimited(
     dev_home: Path, tavily: FakeTavily, openai_server: FakeOpenAI
 ) -> None:

@@ -5,6 +5,7 @@ With no refined context left, crag says so instead of guessing, and no model run
 
 from __future__ import annotations
 
+import logging
 import re
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -13,6 +14,8 @@ from crag import prompts
 from crag.context import Context
 from crag.state import Citation, Passage, State, Strip
 from crag.trail import NodeResult, recorded
+
+log = logging.getLogger(__name__)
 
 _CITE = re.compile(r"\[(\d+)\]")
 
@@ -95,16 +98,25 @@ async def generate(state: State, ctx: Context) -> NodeResult:
     from crag.providers.chat import make_chat_model
 
     model = make_chat_model(ctx.chat_model, ctx, max_tokens=ctx.max_answer_tokens)
-    reply = await model.ainvoke(
-        [
-            SystemMessage(prompts.ANSWER_SYSTEM),
-            HumanMessage(
-                prompts.ANSWER_USER.format(
-                    sources=render_sources(numbered), question=state["question"]
-                )
-            ),
-        ]
-    )
+    try:
+        reply = await model.ainvoke(
+            [
+                SystemMessage(prompts.ANSWER_SYSTEM),
+                HumanMessage(
+                    prompts.ANSWER_USER.format(
+                        sources=render_sources(numbered), question=state["question"]
+                    )
+                ),
+            ]
+        )
+    except Exception as exc:  # timeout, HTTP error, context overflow: still answer
+        log.warning("chat model failed (%s); answering with the best passages", exc)
+        answer = extractive_answer(numbered)
+        note = f"(The language model failed: {type(exc).__name__}; best passages shown.) "
+        return (
+            {"answer": note + answer, "citations": cited(answer, numbered)},
+            f"model failed ({type(exc).__name__}): extractive fallback",
+        )
     answer = str(reply.content).strip()
     if is_refusal(answer):
         return {"answer": prompts.NOT_FOUND, "citations": []}, "model found no answer"
