@@ -18,6 +18,7 @@ from langchain_core.language_models import BaseChatModel
 
 from crag.context import Context
 from crag.providers.errors import ProviderError
+from crag.providers.openai_settings import openai_key, openai_kwargs
 
 SPEC_FORMS = "`local` (Qwen2.5-Coder-1.5B GGUF via llama.cpp) or `openai:<model>`"
 
@@ -38,32 +39,11 @@ def _make_local(ctx: Context, max_tokens: int) -> BaseChatModel:
     return LlamaCppChatModel(model_path=str(path), threads=ctx.threads, max_tokens=max_tokens)
 
 
-def _openai_key(model: str) -> str:
-    key = os.environ.get("OPENAI_API_KEY")
-    if not key:
-        raise ProviderError(
-            f"chat model `openai:{model}` needs the OPENAI_API_KEY environment variable "
-            "(and OPENAI_BASE_URL for an OpenAI-compatible server); or use `local`"
-        )
-    return key
-
-
 def _make_openai(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
-    try:
-        from langchain_openai import ChatOpenAI
-    except ImportError as exc:
-        raise ProviderError(
-            f"chat model `openai:{model}` needs langchain-openai: pip install langchain-openai"
-        ) from exc
-    kwargs: dict[str, Any] = {
-        "model": model,
-        "temperature": 0,
-        "timeout": ctx.timeout_s,
-        "max_retries": 1,
-        "max_tokens": max_tokens,
-    }
-    if base_url := os.environ.get("OPENAI_BASE_URL"):
-        kwargs["base_url"] = base_url
+    kwargs = openai_kwargs(f"chat model `openai:{model}`", ctx.timeout_s)
+    from langchain_openai import ChatOpenAI
+
+    kwargs.update(model=model, temperature=0, max_tokens=max_tokens)
     return ChatOpenAI(**kwargs)
 
 
@@ -83,7 +63,7 @@ def make_chat_model(
         key: tuple[Any, ...] = (spec, str(ctx.model_cache), ctx.threads, limit)
     elif spec.startswith("openai:") and spec.removeprefix("openai:").strip():
         # Checked before the cache, and part of its key: a changed env gets a new client.
-        api_key = _openai_key(spec.removeprefix("openai:").strip())
+        api_key = openai_key(f"chat model `{spec}`")
         key_id = hashlib.sha256(api_key.encode()).hexdigest()[:16]
         key = (spec, ctx.timeout_s, limit, os.environ.get("OPENAI_BASE_URL"), key_id)
     else:

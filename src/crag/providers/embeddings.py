@@ -22,6 +22,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from crag.providers.errors import ProviderError
+from crag.providers.openai_settings import openai_kwargs
 
 #: Word pieces per text, special tokens included (sentence-transformers' max_seq_length).
 MAX_LENGTH = 256
@@ -254,24 +255,10 @@ def make_embeddings(spec: str, *, threads: int = 0, timeout_s: float = 30) -> Em
         model = spec.removeprefix("openai:").strip()
         if not model:
             raise ProviderError(f"missing model name in {spec!r}; valid forms: {SPEC_FORMS}")
-        if not os.environ.get("OPENAI_API_KEY"):
-            raise ProviderError(
-                f"embeddings {spec!r} need the OPENAI_API_KEY environment variable "
-                "(and OPENAI_BASE_URL for an OpenAI-compatible server); or use `local`"
-            )
-        try:
-            from langchain_openai import OpenAIEmbeddings
-        except ImportError as exc:
-            raise ProviderError(
-                f"embeddings {spec!r} need langchain-openai: pip install langchain-openai"
-            ) from exc
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "check_embedding_ctx_length": False,  # else it downloads a tiktoken file
-            "timeout": timeout_s,
-            "max_retries": 1,
-        }
-        if base_url := os.environ.get("OPENAI_BASE_URL"):
-            kwargs["base_url"] = base_url
+        kwargs = openai_kwargs(f"embeddings {spec!r}", timeout_s)
+        from langchain_openai import OpenAIEmbeddings
+
+        # Without check_embedding_ctx_length=False it downloads a tiktoken file.
+        kwargs.update(model=model, check_embedding_ctx_length=False)
         return OpenAIEmbeddings(**kwargs)
     raise ProviderError(f"unknown embeddings {spec!r}; valid forms: {SPEC_FORMS}")
