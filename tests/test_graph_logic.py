@@ -10,7 +10,14 @@ from crag.nodes.grade import decide_verdict
 from crag.nodes.refine import decompose, knowledge_for, select
 from crag.nodes.rewrite import clean_query
 from crag.state import Passage, State
-from crag.text import is_directive, key_terms, keyword_query, split_sentences, strips_of
+from crag.text import (
+    is_directive,
+    is_specific,
+    key_terms,
+    keyword_query,
+    split_sentences,
+    strips_of,
+)
 
 UPPER, LOWER = 0.6, 0.35
 
@@ -157,6 +164,11 @@ def test_key_terms_drop_question_words_and_possessives() -> None:
         "AdaGrad",
         "AdaBoost",
     ]
+
+
+def test_only_specific_terms_are_checked_against_the_library() -> None:
+    assert all(is_specific(t) for t in ["AdaBoost", "TF-IDF", "nginx", "HIPAA", "SGDClassifier"])
+    assert not any(is_specific(t) for t in ["according", "customers", "February", "directed"])
 
 
 def test_query_rewriting_helpers() -> None:

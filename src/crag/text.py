@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+from pathlib import Path
 
 STOPWORDS = frozenset(
     """a an the and or but if then else of in on at to for from by with without about as
@@ -83,6 +86,25 @@ def key_terms(question: str) -> list[str]:
         if len(bare) > 2 and bare.lower() not in STOPWORDS:
             terms.append(bare)
     return list(dict.fromkeys(terms))
+
+
+@functools.cache
+def _common_words() -> frozenset[str]:
+    """Whole words of the embedding model's 30k-word BERT vocabulary: everyday English."""
+    path = Path(__file__).parent / "data" / "minilm-tokenizer.json"
+    vocab = json.loads(path.read_text(encoding="utf-8"))["model"]["vocab"]
+    return frozenset(w for w in vocab if w.isalpha())
+
+
+def is_specific(term: str) -> bool:
+    """A term that names something (AdaBoost, TF-IDF, nginx), not an everyday word.
+
+    The coverage check only asks the library about such terms: a small library may
+    lack "according" or "customers" without lacking the question's topic.
+    """
+    if re.search(r"[-\d]", term) or re.search(r"[a-z][A-Z]", term):
+        return True
+    return term.lower() not in _common_words()
 
 
 def keyword_query(question: str, max_terms: int = 8) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from crag.context import Context
 from crag.providers.graders import make_grader
 from crag.state import Passage, State, Verdict
-from crag.text import key_terms
+from crag.text import is_specific, key_terms
 from crag.trail import NodeResult, recorded
 
 
@@ -28,12 +28,13 @@ def decide_verdict(
 
 
 async def unknown_terms(question: str, ctx: Context) -> list[str]:
-    """Key terms of the question that appear nowhere in the library."""
-    if not ctx.coverage_check:
+    """Specific terms of the question that appear nowhere in the library."""
+    terms = [t for t in key_terms(question) if is_specific(t)]
+    if not ctx.coverage_check or not terms:
         return []
     from crag.store import missing_terms
 
-    return await asyncio.to_thread(missing_terms, ctx, ctx.collection, key_terms(question))
+    return await asyncio.to_thread(missing_terms, ctx, ctx.collection, terms)
 
 
 @recorded("grade")
