@@ -71,12 +71,13 @@ def judge_batching(ctx: Any, docs: int) -> None:
 
     question = "How does dropout regularise a neural network?"
     passages = [h["text"] for h in retrieve(ctx, ctx.collection, question, docs)]
-    judge = JudgeGrader(make_chat_model(ctx.judge_model or ctx.chat_model, ctx))
+    model = make_chat_model(ctx.judge_model or ctx.chat_model, ctx)
+    judge = JudgeGrader(model, max_concurrency=4)
     asyncio.run(judge.ascore(question, passages[:1]))  # load the model outside the clock
 
-    async def batched() -> float:
+    async def batched(grader: JudgeGrader) -> float:
         start = time.perf_counter()
-        await judge.ascore(question, passages)
+        await grader.ascore(question, passages)
         return time.perf_counter() - start
 
     async def sequential() -> float:
@@ -85,12 +86,14 @@ def judge_batching(ctx: Any, docs: int) -> None:
             await judge.ascore(question, [passage])
         return time.perf_counter() - start
 
-    t_batch = asyncio.run(batched())
+    t_batch = asyncio.run(batched(judge))
+    t_one = asyncio.run(batched(JudgeGrader(model, max_concurrency=1)))
     t_loop = asyncio.run(sequential())
     print(f"\n2. judge grading of {len(passages)} documents ({ctx.judge_model or ctx.chat_model})")
-    print(f"   one ascore call (concurrent batch): {t_batch:.2f} s")
+    print(f"   one ascore call, 4 concurrent:      {t_batch:.2f} s")
+    print(f"   one ascore call, 1 at a time:       {t_one:.2f} s")
     print(f"   loop of single-document calls:      {t_loop:.2f} s")
-    print(f"   sequential / batched: {t_loop / t_batch:.2f}x")
+    print(f"   loop / 4 concurrent: {t_loop / t_batch:.2f}x;  loop / 1 at a time: {t_loop / t_one:.2f}x")
 
 
 def ingest_share(books: Path, count: int) -> None:

@@ -202,7 +202,11 @@ def make_grader(ctx: Context, *, purpose: str = "documents") -> RelevanceGrader:
     judge_spec = ctx.judge_model or ctx.chat_model
     if judge_spec == "extractive":
         raise ProviderError(f"grader={choice} needs a chat model (chat_model is 'extractive')")
-    judge = JudgeGrader(make_chat_model(judge_spec, ctx))
+    # The in-process llama.cpp engine runs one request at a time, and interleaved
+    # requests lose its prompt-prefix cache: measured 2.7x slower than one by one.
+    judge = JudgeGrader(
+        make_chat_model(judge_spec, ctx), max_concurrency=1 if judge_spec == "local" else 4
+    )
     if choice == "judge":
         return judge
     return CascadeGrader(features, judge, ctx.cascade_low, ctx.cascade_high)
