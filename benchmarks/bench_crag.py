@@ -93,7 +93,8 @@ def judge_batching(ctx: Any, docs: int) -> None:
     print(f"   one ascore call, 4 concurrent:      {t_batch:.2f} s")
     print(f"   one ascore call, 1 at a time:       {t_one:.2f} s")
     print(f"   loop of single-document calls:      {t_loop:.2f} s")
-    print(f"   loop / 4 concurrent: {t_loop / t_batch:.2f}x;  loop / 1 at a time: {t_loop / t_one:.2f}x")
+    print(f"   loop / 4 concurrent: {t_loop / t_batch:.2f}x")
+    print(f"   loop / 1 at a time:  {t_loop / t_one:.2f}x")
 
 
 def ingest_share(books: Path, count: int) -> None:
