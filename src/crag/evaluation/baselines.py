@@ -16,10 +16,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from crag.api import summary
 from crag.context import Context
 from crag.evaluation.nodecall import apply, call_node, step
-from crag.evaluation.records import with_context
+from crag.evaluation.records import record_from_state
 from crag.nodes.generate import generate
 from crag.nodes.refine import STRIDE
 from crag.nodes.retrieve import retrieve
@@ -54,14 +53,7 @@ async def _answer(state: State, context_docs: Sequence[Passage], ctx: Context) -
 
 
 def _record(state: State, retrieved: Sequence[Passage], started: float) -> dict[str, Any]:
-    docs = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
-    return with_context(
-        summary(state),
-        kept=state.get("kept_strips") or [],
-        docs=docs,
-        retrieved=retrieved,
-        seconds=time.perf_counter() - started,
-    )
+    return record_from_state(state, time.perf_counter() - started, retrieved)
 
 
 async def naive_rag(question: str, ctx: Context) -> dict[str, Any]:

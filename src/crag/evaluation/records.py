@@ -65,14 +65,17 @@ def with_context(
     }
 
 
-def record_from_state(state: State, seconds: float) -> dict[str, Any]:
-    """crag's final graph state as a record."""
+def record_from_state(
+    state: State, seconds: float, retrieved: Sequence[Passage] | None = None
+) -> dict[str, Any]:
+    """A final state as a record; `retrieved` (default: every document seen) is what
+    the compression ratio is measured against."""
     docs = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
     return with_context(
         summary(state),
         kept=state.get("kept_strips") or [],
         docs=docs,
-        retrieved=docs,
+        retrieved=docs if retrieved is None else retrieved,
         seconds=seconds,
     )
 
