@@ -8,6 +8,7 @@ never one after another.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -45,6 +46,19 @@ def cosine_to_score(cos: np.ndarray, floor: float = 0.20, ceiling: float = 0.80)
     return np.clip((cos - floor) / (ceiling - floor), 0.0, 1.0)
 
 
+def cosine_similarities(
+    embeddings: Embeddings, question: str, passages: Sequence[str]
+) -> np.ndarray:
+    """Cosine of the question with each passage (one embedding call for the passages)."""
+    if not passages:
+        return np.zeros(0)
+    q = np.asarray(embeddings.embed_query(question), dtype=np.float32)
+    p = np.asarray(embeddings.embed_documents(list(passages)), dtype=np.float32)
+    q /= np.linalg.norm(q) or 1.0
+    p /= np.linalg.norm(p, axis=1, keepdims=True).clip(min=1e-9)
+    return p @ q
+
+
 class SimilarityGrader:
     """Embedding similarity: fast, but rates 'same topic' like 'answers it'."""
 
@@ -53,19 +67,8 @@ class SimilarityGrader:
     def __init__(self, embeddings: Embeddings) -> None:
         self.embeddings = embeddings
 
-    def cosines(self, question: str, passages: Sequence[str]) -> np.ndarray:
-        if not passages:
-            return np.zeros(0)
-        q = np.asarray(self.embeddings.embed_query(question), dtype=np.float32)
-        p = np.asarray(self.embeddings.embed_documents(list(passages)), dtype=np.float32)
-        q /= np.linalg.norm(q) or 1.0
-        p /= np.linalg.norm(p, axis=1, keepdims=True).clip(min=1e-9)
-        return p @ q
-
     async def ascore(self, question: str, passages: Sequence[str]) -> list[float]:
-        import asyncio
-
-        cos = await asyncio.to_thread(self.cosines, question, passages)
+        cos = await asyncio.to_thread(cosine_similarities, self.embeddings, question, passages)
         return [float(s) for s in cosine_to_score(cos)]
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from crag.providers.graders import cosine_similarities
 from crag.text import STOPWORDS as STOP
 
 FEATURES = ("cos", "cos_open", "consensus", "ans_near", "factoid")
@@ -237,15 +238,11 @@ class FeatureGrader:
         self.embeddings = embeddings
         self.model = model or DEFAULT_MODEL
 
-    def cosines(self, question: str, passages: Sequence[str]) -> np.ndarray:
-        vectors = np.asarray(self.embeddings.embed_documents([question, *passages]))
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-9)
-        return vectors[1:] @ vectors[0]
-
     def features(self, question: str, passages: Sequence[str]) -> np.ndarray:
         if not passages:
             return np.zeros((0, len(FEATURES)))
-        return extract_features(question, passages, list(self.cosines(question, passages)))
+        cosines = cosine_similarities(self.embeddings, question, passages)
+        return extract_features(question, passages, list(cosines))
 
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
         return [float(s) for s in self.model.predict(self.features(question, passages))]

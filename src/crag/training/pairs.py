@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,12 +115,6 @@ def _pairs_for(chunk: Chunk, model: BaseChatModel, neighbours: Neighbours, n: in
         if len(pairs) > n:
             break
     return pairs
-
-
-def print_progress(done: int, total: int) -> None:
-    print(f"\r  generating pairs: {done}/{total}", end="", file=sys.stderr, flush=True)
-    if done >= total:
-        print(file=sys.stderr)
 
 
 def iter_chunks(collection: Any, batch: int = 500) -> Iterator[Chunk]:
