@@ -11,6 +11,7 @@ from crag.nodes.refine import decompose, knowledge_for, select
 from crag.nodes.rewrite import clean_query
 from crag.state import Passage, State
 from crag.text import (
+    comparison_sides,
     is_directive,
     is_specific,
     key_terms,
@@ -85,6 +86,24 @@ def test_refinement_filters_then_restores_reading_order() -> None:
     # the three best of those >= 0.3 are 0.95 (b0), 0.9 (a0), 0.8 (a3) -- in reading order:
     assert [s["text"] for s in kept] == ["First point here.", "Fourth point.", "Other one is long."]
     assert all(s["score"] >= 0.3 for s in kept)
+
+
+def test_an_ambiguous_refinement_keeps_both_library_and_web_strips() -> None:
+    docs = [_doc("lib", "L one is long. L two is long. L three is long."), _doc("web", "W is ok.")]
+    strips = decompose(docs, sentences_per_strip=1)
+    for strip, score in zip(strips, [0.9, 0.8, 0.7, 0.6], strict=True):
+        strip["score"] = score
+    # by score alone the library fills both places; split at the first web doc, each side
+    # gets one
+    assert [s["doc_id"] for s in select(strips, 0.5, 2)] == ["lib", "lib"]
+    assert [s["doc_id"] for s in select(strips, 0.5, 2, split_at=1)] == ["lib", "web"]
+    # places a side cannot fill go to the other side by score
+    assert [s["text"] for s in select(strips, 0.5, 3, split_at=1)] == [
+        "L one is long.",
+        "L two is long.",
+        "W is ok.",
+    ]
+    assert select(strips, 0.95, 2, split_at=1) == []
 
 
 def test_strips_group_sentences() -> None:
@@ -169,6 +188,36 @@ def test_key_terms_drop_question_words_and_possessives() -> None:
 def test_only_specific_terms_are_checked_against_the_library() -> None:
     assert all(is_specific(t) for t in ["AdaBoost", "TF-IDF", "nginx", "HIPAA", "SGDClassifier"])
     assert not any(is_specific(t) for t in ["according", "customers", "February", "directed"])
+
+
+@pytest.mark.parametrize(
+    ("question", "sides"),
+    [
+        (
+            "Batch normalization vs layer normalization: what is the difference?",
+            ["Batch normalization", "layer normalization"],
+        ),
+        ("What's the difference between L2 and L1 regularization?", ["L2", "L1 regularization"]),
+        (
+            "How do GANs differ from Gaussian mixture models as generative models?",
+            ["GANs", "Gaussian mixture models"],
+        ),
+        (
+            "How does early stopping for neural networks compare with the early-stopping "
+            "options of gradient boosting?",
+            ["early stopping", "early-stopping options"],
+        ),
+        (
+            "Compare the learning-rate schedules used to train deep networks with SGD's options.",
+            ["learning-rate schedules", "SGD's options"],
+        ),
+        ("RNN versus LSTM?", ["RNN", "LSTM"]),
+        ("What is the bias-variance trade-off?", []),
+        ("Who won the 2019 US Open?", []),
+    ],
+)
+def test_comparison_sides(question: str, sides: list[str]) -> None:
+    assert comparison_sides(question) == sides
 
 
 def test_query_rewriting_helpers() -> None:

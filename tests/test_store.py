@@ -16,6 +16,7 @@ from crag.store import (
     StoreError,
     describe,
     get_collection,
+    most_mentions,
     open_client,
     retrieve,
     to_similarity,
@@ -101,6 +102,23 @@ def test_retrieve_with_the_local_model(ctx: Context, small_library: Path) -> Non
     assert retrieve(ctx, "books", "x", 0) == []
     info = describe(ctx, "books")
     assert info["chunks"] == 3 and info["files"] == 3 and info["embeddings"] == "local"
+
+
+def test_mentions_count_how_often_one_chunk_names_a_phrase(ctx: Context) -> None:
+    collection = get_collection(open_client(ctx), "books", create=True, embeddings="local")
+    collection.add(
+        ids=["a", "b", "c"],
+        embeddings=[[1.0] + [0.0] * 383] * 3,
+        documents=[
+            "Batch normalization rescales activations. Batch-normalization layers keep "
+            "running averages; batch normalizations differ in training and prediction.",
+            "A residual connection followed by layer normalization.",
+            "Its cousin, Layer Normalization, is covered elsewhere.",
+        ],
+    )
+    counts = most_mentions(ctx, "books", ["batch normalization", "layer normalization", "GMM"])
+    assert counts == {"batch normalization": 3, "layer normalization": 1, "GMM": 0}
+    assert most_mentions(ctx, "books", []) == {}
 
 
 def test_empty_collection_retrieves_nothing(ctx: Context) -> None:

@@ -34,6 +34,9 @@ REWRITE_SYSTEM = (
 
 REWRITE_USER = "Question: {question}\nSearch query:"
 
+# When the library lacks part of the question, the search is for that part.
+REWRITE_GAP_USER = "Question: {question}\nThe search must find: {gaps}\nSearch query:"
+
 # Small local models over-apply a long list of rules (refusing when the answer is
 # right there), so the instructions are few and the refusal is for "nothing relevant".
 ANSWER_SYSTEM = (

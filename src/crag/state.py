@@ -74,7 +74,8 @@ class State(InputState, total=False):
     docs: list[Passage]
     scores: list[float]
     grader: str
-    missing_terms: list[str]  # question terms the library never mentions
+    # what the library cannot cover: terms it never names, or names only in passing
+    missing_terms: list[str]
     verdict: Verdict
     good_docs: list[Passage]
     web_query: str

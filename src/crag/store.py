@@ -29,6 +29,8 @@ class StoreError(RuntimeError):
 
 
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{1,510})[A-Za-z0-9]")
+# Chunks read per phrase when counting mentions: enough to find where a book explains it.
+_MENTION_SCAN = 300
 
 
 def check_collection_name(name: str) -> None:
@@ -257,6 +259,27 @@ def _spellings(term: str) -> list[str]:
         for joined in (term.replace("-", " "), term.replace("-", "")):
             forms += [joined, joined.lower()]
     return list(dict.fromkeys(forms))
+
+
+def most_mentions(ctx: Context, collection_name: str, phrases: Sequence[str]) -> dict[str, int]:
+    """For each phrase, the most times one chunk names it (plurals and spellings too).
+
+    A library that explains a thing names it again and again where it does; one that
+    names it at most once per chunk only mentions it in passing.
+    """
+    collection = get_collection(open_client(ctx), collection_name)
+    counts = {}
+    for phrase in phrases:
+        texts: dict[str, str] = {}
+        for form in _spellings(phrase):
+            got = collection.get(
+                where_document={"$contains": form}, limit=_MENTION_SCAN, include=["documents"]
+            )
+            texts.update(zip(got["ids"], got["documents"] or [], strict=True))
+        words = [re.escape(w) for w in re.split(r"[\s\-]+", phrase.lower()) if w]
+        pattern = re.compile(r"\b" + r"[\s\-]*".join(words) + r"(?:s|es)?\b")
+        counts[phrase] = max((len(pattern.findall(t.lower())) for t in texts.values()), default=0)
+    return counts
 
 
 def missing_terms(ctx: Context, collection_name: str, terms: Sequence[str]) -> list[str]:

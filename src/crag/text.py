@@ -111,3 +111,41 @@ def keyword_query(question: str, max_terms: int = 8) -> str:
     """A deterministic search query: the question's content words, first seen first."""
     terms = list(dict.fromkeys(content_words(question)))
     return " ".join(terms[:max_terms]) or question.strip()
+
+
+# "X vs Y", "difference between X and Y", "how does X differ from / compare with Y",
+# "compare X with Y": the two things a comparison asks about.
+_SIDES = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"(?P<a>[\w\-' ]+?)\s+(?:vs\.?|versus)\s+(?P<b>[^:?,;]+)",
+        r"differences?\s+between\s+(?P<a>.+?)\s+and\s+(?P<b>[^:?,;]+)",
+        r"\b(?:do|does|did|is|are)\s+(?P<a>.+?)\s+(?:differ|different)\s+from\s+(?P<b>[^:?,;]+)",
+        r"\b(?:do|does)\s+(?P<a>.+?)\s+compare\s+(?:with|to)\s+(?P<b>[^:?,;]+)",
+        r"\bcompare\s+(?P<a>.+?)\s+with\s+(?P<b>[^:?,;]+)",
+        r"\bcompare\s+(?P<a>.+?)\s+(?:to|and)\s+(?P<b>[^:?,;]+)",
+    )
+]
+_LEADING = re.compile(r"^(?:the|a|an|our|their|its)\s+", re.IGNORECASE)
+# A side ends where its qualifiers start: "early stopping [for neural networks]".
+_SIDE_END = re.compile(
+    r"\s*(?:[,:;?!()]|\s(?:as|for|used|of|in|when|that|which|to|on|at|by|and|or|with|from"
+    r"|is|are|do|does)\s).*$",
+    re.IGNORECASE,
+)
+
+
+def comparison_sides(question: str) -> list[str]:
+    """The things a comparison question compares, as short phrases; [] otherwise."""
+    for pattern in _SIDES:
+        match = pattern.search(question)
+        if not match:
+            continue
+        sides = []
+        for raw in (match["a"], match["b"]):
+            side = _LEADING.sub("", raw.strip())
+            side = _SIDE_END.sub("", f" {side} ").strip().rstrip(".")
+            if side and len(side.split()) <= 5:
+                sides.append(side)
+        return sides
+    return []

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from crag.context import Context
 from crag.providers.graders import make_grader
 from crag.state import Passage, State, Verdict
-from crag.text import is_specific, key_terms
+from crag.text import comparison_sides, is_specific, key_terms
 from crag.trail import NodeResult, recorded
 
 
@@ -27,30 +27,44 @@ def decide_verdict(
     return "ambiguous"
 
 
-async def unknown_terms(question: str, ctx: Context) -> list[str]:
-    """Specific terms of the question that appear nowhere in the library."""
-    terms = [t for t in key_terms(question) if is_specific(t)]
-    if not ctx.coverage_check or not terms:
-        return []
-    from crag.store import missing_terms
+async def coverage_gaps(question: str, ctx: Context) -> tuple[list[str], list[str]]:
+    """What the library cannot cover: specific terms of the question it never mentions,
+    and sides of a comparison it names only in passing (never twice in one chunk).
 
-    return await asyncio.to_thread(missing_terms, ctx, ctx.collection, terms)
+    The second case is the classic partial question: books that explain batch
+    normalization and mention layer normalization once, here and there, can answer
+    only half of "batch normalization vs layer normalization".
+    """
+    if not ctx.coverage_check:
+        return [], []
+    from crag.store import missing_terms, most_mentions
+
+    terms = [t for t in key_terms(question) if is_specific(t)]
+    sides = comparison_sides(question)
+    missing, mentions = await asyncio.gather(
+        asyncio.to_thread(missing_terms, ctx, ctx.collection, terms),
+        asyncio.to_thread(most_mentions, ctx, ctx.collection, sides),
+    )
+    return missing, [side for side, most in mentions.items() if most == 1]
 
 
 @recorded("grade")
 async def grade(state: State, ctx: Context) -> NodeResult:
     docs = state.get("docs") or []
     grader = make_grader(ctx)
-    scores, missing = await asyncio.gather(
+    scores, (never, passing) = await asyncio.gather(
         grader.ascore(state["question"], [d["text"] for d in docs]),
-        unknown_terms(state["question"], ctx),
+        coverage_gaps(state["question"], ctx),
     )
+    missing = never + passing
     scored = [Passage(**d, score=round(s, 4)) for d, s in zip(docs, scores, strict=True)]
     verdict = decide_verdict(scores, ctx.upper, ctx.lower, missing)
     good = [d for d in scored if d["score"] >= ctx.lower]
     detail = f"{verdict} by {grader.name}: " + ", ".join(f"{s:.2f}" for s in scores)
-    if missing:
-        detail += f"; the library never mentions {', '.join(missing)}"
+    if never:
+        detail += f"; the library never mentions {', '.join(never)}"
+    if passing:
+        detail += f"; the library only names {', '.join(passing)} in passing"
     update = {
         "docs": scored,
         "scores": [round(s, 4) for s in scores],

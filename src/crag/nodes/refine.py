@@ -42,10 +42,24 @@ def decompose(docs: list[Passage], sentences_per_strip: int) -> list[Strip]:
     return strips
 
 
-def select(strips: list[Strip], threshold: float, max_strips: int) -> list[Strip]:
-    """Strips at or above the threshold, the best `max_strips`, back in reading order."""
-    passing = [s for s in strips if s["score"] >= threshold]
-    best = sorted(passing, key=lambda s: (-s["score"], s["position"]))[:max_strips]
+def select(
+    strips: list[Strip], threshold: float, max_strips: int, split_at: int | None = None
+) -> list[Strip]:
+    """Strips at or above the threshold, the best `max_strips`, back in reading order.
+
+    With `split_at` (the first external document's rank, on the ambiguous path), each
+    side gets half the places before the rest go by score: the library answers part
+    of the question and the web the rest, so neither may crowd the other out.
+    """
+    passing = sorted(
+        (s for s in strips if s["score"] >= threshold), key=lambda s: (-s["score"], s["position"])
+    )
+    best: list[Strip] = []
+    if split_at is not None:
+        for external in (False, True):
+            side = [s for s in passing if (s["position"] >= split_at * STRIDE) == external]
+            best += side[: max_strips // 2]
+    best += [s for s in passing if s not in best][: max_strips - len(best)]
     return sorted(best, key=lambda s: s["position"])
 
 
@@ -64,7 +78,8 @@ async def refine(state: State, ctx: Context) -> NodeResult:
     scores = await grader.ascore(state["question"], [s["text"] for s in strips])
     for strip, score in zip(strips, scores, strict=True):
         strip["score"] = round(score, 4)
-    kept = select(strips, ctx.strip_threshold, ctx.max_strips)
+    split_at = len(state.get("good_docs") or []) if state.get("verdict") == "ambiguous" else None
+    kept = select(strips, ctx.strip_threshold, ctx.max_strips, split_at)
     return (
         {"strips": strips, "kept_strips": kept},
         f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents",

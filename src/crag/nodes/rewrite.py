@@ -29,7 +29,9 @@ def clean_query(raw: str) -> str:
 @recorded("rewrite")
 async def rewrite(state: State, ctx: Context) -> NodeResult:
     question = state["question"]
-    fallback = keyword_query(question)
+    gaps = list(state.get("missing_terms") or [])
+    # What the library lacks leads the query: the web is there to fill that gap.
+    fallback = keyword_query(" ".join([*gaps, question]))
     if ctx.chat_model == "extractive":
         return {"web_query": fallback}, f"keywords: {fallback}"
     from crag.providers.chat import make_chat_model
@@ -39,7 +41,11 @@ async def rewrite(state: State, ctx: Context) -> NodeResult:
         reply = await model.ainvoke(
             [
                 SystemMessage(prompts.REWRITE_SYSTEM),
-                HumanMessage(prompts.REWRITE_USER.format(question=question)),
+                HumanMessage(
+                    prompts.REWRITE_GAP_USER.format(question=question, gaps=", ".join(gaps))
+                    if gaps
+                    else prompts.REWRITE_USER.format(question=question)
+                ),
             ]
         )
         query = clean_query(str(reply.content))
