@@ -16,7 +16,7 @@ from crag.context import Context
 from crag.evaluation.dataset import load_pairs
 from crag.providers.errors import ProviderError
 from crag.providers.graders import make_grader
-from crag.providers.relevance_features import FeatureGrader, LogisticModel
+from crag.providers.relevance_features import FEATURES, FeatureGrader, LogisticModel
 from crag.providers.trained_grader import model_path, save_trained_grader
 from crag.training.fit import cross_validate, featurize, group_folds
 from crag.training.pairs import generate_pairs
@@ -91,8 +91,14 @@ def test_cross_validation_reports_held_out_figures(dev_pairs: Path) -> None:
 def test_a_corrupt_trained_grader_falls_back_cleanly(tmp_path: Path) -> None:
     ctx = Context(home=tmp_path)
     assert make_grader(ctx).name == "features"  # nothing trained yet
-    save_trained_grader(ctx, LogisticModel(weights=[1.0] * 5, bias=0.0).to_dict(), {})
+    save_trained_grader(ctx, LogisticModel([1.0] * len(FEATURES), 0.0).to_dict(), {})
     assert make_grader(ctx).name == "trained"
+    # a model saved over another feature set (an older crag) is not used
+    older = {**LogisticModel([1.0] * len(FEATURES), 0.0).to_dict(), "features": ["cos"]}
+    save_trained_grader(ctx, older, {})
+    assert make_grader(ctx).name == "features"
+    with pytest.raises(ProviderError, match="retrain it with `crag train-grader`"):
+        make_grader(Context(home=tmp_path, grader="trained"))
     model_path(ctx).write_text("{ truncated")
     assert make_grader(ctx).name == "features"
     with pytest.raises(ProviderError, match="unusable trained grader"):

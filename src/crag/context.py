@@ -123,7 +123,7 @@ class Context:
         metadata={"description": "Verdict `correct` if any document scores >= upper."},
     )
     lower: float = field(
-        default=0.52,
+        default=0.55,
         metadata={
             "description": "Verdict `incorrect` if every document scores < lower; "
             "good documents score >= lower."
@@ -132,8 +132,9 @@ class Context:
     coverage_check: bool = field(
         default=True,
         metadata={
-            "description": "A question with terms the library never mentions is at best "
-            "`ambiguous` (the library can answer only part of it)."
+            "description": "A question with terms the library never mentions, or comparing "
+            "something it names only in passing, is at best `ambiguous` (the library can "
+            "answer only part of it)."
         },
     )
     cascade_low: float = field(
@@ -151,7 +152,7 @@ class Context:
     )
     strip_sentences: int = field(default=2, metadata={"description": "Sentences per strip (1-3)."})
     strip_threshold: float = field(
-        default=0.50, metadata={"description": "Strips scoring below this are dropped."}
+        default=0.40, metadata={"description": "Strips scoring below this are dropped."}
     )
     max_strips: int = field(default=8, metadata={"description": "At most this many strips kept."})
 

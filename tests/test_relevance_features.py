@@ -1,0 +1,66 @@
+"""The feature grader's signals, on hand-made passages (no model: cosines are given)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crag.providers.relevance_features import (
+    DEFAULT_MODEL,
+    FEATURES,
+    _sentences,
+    extract_features,
+    question_type,
+)
+
+COL = {name: i for i, name in enumerate(FEATURES)}
+
+
+def test_question_types() -> None:
+    assert question_type("When does season 3 of The Crown premiere?") == "date"
+    assert question_type("Who directed The Avengers?") == "person"
+    assert question_type("How much did Google pay for YouTube?") == "num"
+    assert question_type("What is the bias-variance trade-off?") == "other"
+
+
+def test_abbreviations_do_not_end_a_sentence() -> None:
+    text = "Sep 17, 2020 ... It returns on Thursday, Nov. 12 at 9 p.m. J. Smith said so. Next!"
+    assert _sentences(text) == [
+        "It returns on Thursday, Nov. 12 at 9 p.m.",
+        "J. Smith said so.",
+        "Next!",
+    ]
+
+
+def test_one_date_written_three_ways_is_one_shared_answer() -> None:
+    question = "When does season 3 of The Crown premiere?"
+    passages = [
+        "The third season premieres on Sunday, Nov. 17 on Netflix.",
+        "Season 3 of The Crown premiered on 17 November 2019.",
+        "Netflix will release the season on November 17th.",
+        "Filming of the season began in July 2018 in London.",
+    ]
+    x = extract_features(question, passages, [0.6] * 4)
+    assert list(x[:3, COL["date_consensus"]]) == [2 / 3] * 3
+    assert x[3, COL["date_consensus"]] == 0.0
+    scores = DEFAULT_MODEL.predict(x)
+    assert min(scores[:3]) > scores[3]
+
+
+def test_possessive_and_plain_names_agree() -> None:
+    question = "Who acquired Instagram?"
+    passages = [
+        "Facebook's $1 billion acquisition of Instagram changed Big Tech.",
+        "Instagram was bought by Facebook in 2012.",
+        "Instagram launched in October 2010 as an iPhone app.",
+    ]
+    x = extract_features(question, passages, [0.7, 0.7, 0.7])
+    assert x[0, COL["consensus"]] == x[1, COL["consensus"]] == 0.5
+    assert x[2, COL["consensus"]] == 0.0
+
+
+def test_scores_are_probabilities_and_open_questions_use_similarity() -> None:
+    question = "What is the bias-variance trade-off?"
+    x = extract_features(question, ["a", "b"], [0.8, 0.2])
+    assert x[:, COL["factoid"]].tolist() == [0.0, 0.0]
+    scores = DEFAULT_MODEL.predict(x)
+    assert np.all((scores >= 0) & (scores <= 1)) and scores[0] > scores[1]
