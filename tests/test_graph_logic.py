@@ -167,6 +167,10 @@ def test_citations_keep_source_and_page_of_each_kept_strip() -> None:
     assert numbered[1][0]["url"] == "https://example.org/n"
     answer = extractive_answer(numbered, limit=2)
     assert answer == "Alpha fact. [1] Web fact. [2]"
+    assert extractive_answer(numbered[:1], limit=2) == "Alpha fact. [1] Beta fact. [1]"
+    # library and web take turns: a weaker web strip still beats a second library strip
+    numbered[1][1][0]["score"] = 0.3
+    assert extractive_answer(numbered, limit=2) == "Alpha fact. [1] Web fact. [2]"
     assert [c["n"] for c in cited("Only the web says so [2].", numbered)] == [2]
     assert [c["n"] for c in cited("No markers at all.", numbered)] == [1, 2]
 

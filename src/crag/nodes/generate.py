@@ -63,11 +63,27 @@ def render_sources(numbered: list[tuple[Citation, list[Strip]]]) -> str:
     return "\n\n".join(blocks)
 
 
+_Pick = tuple[float, int, int, str]  # score, position, citation number, text
+
+
 def extractive_answer(numbered: list[tuple[Citation, list[Strip]]], limit: int = 3) -> str:
-    """No LLM: the best-scoring kept strips, each with its citation."""
-    scored = [(s["score"], s["position"], c["n"], s["text"]) for c, ss in numbered for s in ss]
-    best = sorted(sorted(scored, key=lambda t: -t[0])[:limit], key=lambda t: t[1])
-    return " ".join(f"{text} [{n}]" for _, _, n, text in best)
+    """No LLM: the best-scoring kept strips, each with its citation.
+
+    Library and web strips take turns, so a partial answer shows both halves.
+    """
+    by_origin: dict[str, list[_Pick]] = {}
+    for c, strips in numbered:
+        for s in strips:
+            by_origin.setdefault(c["origin"], []).append(
+                (s["score"], s["position"], c["n"], s["text"])
+            )
+    queues = [sorted(items, key=lambda t: -t[0]) for items in by_origin.values()]
+    picked: list[_Pick] = []
+    while len(picked) < limit and any(queues):
+        for queue in queues:
+            if queue and len(picked) < limit:
+                picked.append(queue.pop(0))
+    return " ".join(f"{text} [{n}]" for _, _, n, text in sorted(picked, key=lambda t: t[1]))
 
 
 def cited(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> list[Citation]:
