@@ -41,6 +41,7 @@ def test_one_date_written_three_ways_is_one_shared_answer() -> None:
     ]
     x = extract_features(question, passages, [0.6] * 4)
     assert list(x[:3, COL["date_consensus"]]) == [2 / 3] * 3
+    assert list(x[:, COL["lift_open"]]) == [0.0] * 4  # a factoid question: no lift
     assert x[3, COL["date_consensus"]] == 0.0
     scores = DEFAULT_MODEL.predict(x)
     assert min(scores[:3]) > scores[3]
@@ -62,5 +63,6 @@ def test_scores_are_probabilities_and_open_questions_use_similarity() -> None:
     question = "What is the bias-variance trade-off?"
     x = extract_features(question, ["a", "b"], [0.8, 0.2])
     assert x[:, COL["factoid"]].tolist() == [0.0, 0.0]
+    assert np.allclose(x[:, COL["lift_open"]], [0.3, -0.3])  # above / below the batch mean
     scores = DEFAULT_MODEL.predict(x)
     assert np.all((scores >= 0) & (scores <= 1)) and scores[0] > scores[1]
