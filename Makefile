@@ -17,6 +17,7 @@ export ANONYMIZED_TELEMETRY := False
 
 $(BIN)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade >/dev/null
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e ".[local,dev]"
 	@touch $@
