@@ -56,9 +56,16 @@ def test_folds_never_split_a_question() -> None:
 def test_training_on_a_small_file_gives_a_usable_saved_grader(
     dev_pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["train-grader", "--pairs", str(dev_pairs), "--home", str(tmp_path)]) == 0
+    home = ["--home", str(tmp_path)]
+    # these dev pairs are among those the built-in weights were fitted on, so they win
+    assert main(["train-grader", "--pairs", str(dev_pairs), *home]) == 0
     out = capsys.readouterr().out
-    assert "5-fold CV by question" in out
+    assert "5-fold CV by question" in out and "not saved" in out
+    assert not model_path(Context(home=tmp_path)).exists()
+    assert make_grader(Context(home=tmp_path)).name == "features"
+
+    assert main(["train-grader", "--pairs", str(dev_pairs), "--force", *home]) == 0
+    assert "crag tune" in capsys.readouterr().out
     saved = json.loads(model_path(Context(home=tmp_path)).read_text())
     assert saved["metadata"]["pairs"] == len(load_pairs(dev_pairs))
 
@@ -86,6 +93,31 @@ def test_cross_validation_reports_held_out_figures(dev_pairs: Path) -> None:
     assert 0.5 < result["auc"] <= 1.0
     assert 0.0 <= result["accuracy"] <= 1.0
     assert len(result["scores"]) == len(data.y)
+
+
+def test_a_model_that_beats_the_built_in_weights_is_saved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Labels the built-in weights get backwards (here the on-topic passage is the wrong
+    one): the trained model wins held out, so it is saved without --force."""
+    topics = ["dropout", "pooling", "attention", "momentum", "embeddings", "convolution"]
+    rows = []
+    for i, topic in enumerate(topics):
+        question = f"What is {topic} in deep learning?"
+        for passage, relevant in (
+            (f"{topic.capitalize()} in deep learning is explained here in detail.", False),
+            (f"Deep learning uses {topic}; this page describes {topic}.", False),
+            (f"The museum opens at nine on weekdays, item {i}.", True),
+            (f"Bread rises when yeast ferments sugar, note {i}.", True),
+        ):
+            rows.append(
+                {"qid": f"q{i}", "question": question, "passage": passage, "relevant": relevant}
+            )
+    pairs = tmp_path / "odd.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["train-grader", "--pairs", str(pairs), "--cv", "3", "--home", str(tmp_path)]) == 0
+    assert "saved" in capsys.readouterr().out
+    assert make_grader(Context(home=tmp_path)).name == "trained"
 
 
 def test_a_corrupt_trained_grader_falls_back_cleanly(tmp_path: Path) -> None:

@@ -34,6 +34,11 @@ def add_parser(sub: Any) -> None:
         "--test-pairs", type=Path, default=None, help="labelled pairs to test the model on"
     )
     parser.add_argument("--no-save", action="store_true", help="measure only; save nothing")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="save the model even if it does not beat the built-in features held out",
+    )
     add_context_flags(parser)
 
 
@@ -99,11 +104,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(pairs)} pairs, {len(set(data.groups))} questions, {sum(labels)} relevant")
     print(f"  {'grader':<34} {'AUC':>6} {'accuracy':>8} {'pairs/s':>8}")
     default_scores = grader.model.predict(data.x).tolist()
+    builtin_auc = roc_auc(default_scores, labels)
     print(_line("similarity (on these pairs)", roc_auc(data.x[:, 0].tolist(), labels), None, None))
     print(
         _line(
             "built-in features (on these pairs)",
-            roc_auc(default_scores, labels),
+            builtin_auc,
             best_accuracy(default_scores, labels)["accuracy"],
             data.pairs_per_second,
         )
@@ -127,6 +133,15 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.no_save:
         return 0
+    # Pairs generated from a library are noisy labels: a model fitted to them can rank
+    # worse than the built-in weights. Keep it only if it beats them on held-out folds.
+    if cv and builtin_auc is not None and (cv["auc"] or 0.0) <= builtin_auc and not args.force:
+        print(
+            f"not saved: held out, the trained model ranks no better than the built-in "
+            f"features (AUC {cv['auc']:.3f} vs {builtin_auc:.3f}), so crag keeps grading with "
+            "those; --force saves it anyway"
+        )
+        return 0
     metadata = {
         "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "pairs_files": [str(p) for p in args.pairs],
@@ -140,4 +155,8 @@ def run(args: argparse.Namespace) -> int:
     }
     path = save_trained_grader(ctx, model.to_dict(), metadata)
     print(f"saved {path}; `crag ask` now grades with it (grader: trained)")
+    print(
+        "its scores are on a scale of their own: re-fit the thresholds with "
+        "`crag tune QUESTIONS.jsonl --save` on labelled questions"
+    )
     return 0
