@@ -43,6 +43,10 @@ def test_one_date_written_three_ways_is_one_shared_answer() -> None:
     assert list(x[:3, COL["date_consensus"]]) == [2 / 3] * 3
     assert list(x[:, COL["lift_open"]]) == [0.0] * 4  # a factoid question: no lift
     assert x[3, COL["date_consensus"]] == 0.0
+    # in "17 may arrive" may is a verb, not the month of "May 17"
+    texts = ["Episode 17 may arrive late.", "It premieres on May 17."]
+    modal = extract_features(question, texts, [0.6, 0.6])
+    assert modal[:, COL["date_consensus"]].tolist() == [0.0, 0.0]
     scores = DEFAULT_MODEL.predict(x)
     assert min(scores[:3]) > scores[3]
 

@@ -41,6 +41,8 @@ async def coverage_gaps(question: str, ctx: Context) -> tuple[list[str], list[st
 
     terms = [t for t in key_terms(question) if is_specific(t)]
     sides = comparison_sides(question)
+    if not terms and not sides:  # most questions: nothing to look up
+        return [], []
     missing, mentions = await asyncio.gather(
         asyncio.to_thread(missing_terms, ctx, ctx.collection, terms),
         asyncio.to_thread(most_mentions, ctx, ctx.collection, sides),

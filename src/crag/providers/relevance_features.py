@@ -157,7 +157,7 @@ def _candidates(sentence: str, asked: set[str], kinds: set[str], batch: _Batch) 
             found.add(w)
         elif "date" in kinds and low in MONTHS and _DAY.fullmatch(nxt):
             found.add(f"{low[:3]} {_day(nxt)}")
-        elif "date" in kinds and _DAY.fullmatch(w) and nxt.lower() in MONTHS:
+        elif "date" in kinds and _DAY.fullmatch(w) and nxt.lower() in MONTHS and nxt != "may":
             found.add(f"{nxt.lower()[:3]} {_day(w)}")
         elif "cap" in kinds and w[0].isupper() and batch.is_name(w):
             found.add(re.sub(r"['’]s$", "", low))  # Facebook's -> facebook
