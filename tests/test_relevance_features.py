@@ -1,12 +1,18 @@
-"""The feature grader's signals, on hand-made passages (no model: cosines are given)."""
+"""The feature grader's signals, on hand-made passages (cosines are given, but for one
+test of the local model's scale)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from crag.providers.embeddings import make_embeddings
+from crag.providers.graders import QuestionSimilarity
 from crag.providers.relevance_features import (
     DEFAULT_MODEL,
     FEATURES,
+    TOPICAL_NAME_COS,
     _sentences,
     extract_features,
     question_type,
@@ -70,3 +76,35 @@ def test_scores_are_probabilities_and_open_questions_use_similarity() -> None:
     assert np.allclose(x[:, COL["lift_open"]], [0.3, -0.3])  # above / below the batch mean
     scores = DEFAULT_MODEL.predict(x)
     assert np.all((scores >= 0) & (scores <= 1)) and scores[0] > scores[1]
+
+
+def test_a_name_that_restates_the_question_is_its_topic_not_its_answer() -> None:
+    question = "Which movie won Best Picture at the 90th Academy Awards?"
+    passages = [
+        "The Shape of Water won at the Oscars on Sunday.",
+        "The Shape of Water took the top prize at the Oscars.",
+        "Jimmy Kimmel hosted the Oscars again this year.",
+        "Kimmel joked about the Oscars envelope mix-up.",
+    ]
+    asked: list[str] = []
+
+    def similarity(names: Sequence[str]) -> np.ndarray:
+        asked.extend(names)
+        return np.array([0.63 if n == "oscars" else 0.2 for n in names])
+
+    plain = extract_features(question, passages, [0.6] * 4)
+    topical = extract_features(question, passages, [0.6] * 4, similarity)
+    # every passage names the Oscars, so without the check all share an "answer"
+    assert plain[:, COL["consensus"]].tolist() == [1.0] * 4
+    # with it, only the shared spans that are not the topic count
+    assert topical[:, COL["consensus"]].tolist() == [1 / 3, 1 / 3, 1 / 3, 1 / 3]
+    assert "oscars" in asked and not any(n[0].isdigit() for n in asked)
+
+
+def test_the_local_model_places_a_restating_name_above_the_threshold() -> None:
+    """TOPICAL_NAME_COS is a MiniLM cosine: the topic word must clear it, the answer not."""
+    similarity = QuestionSimilarity(
+        make_embeddings("local"), "Which movie won Best Picture at the 90th Academy Awards?"
+    )
+    oscars, answer = similarity(["oscars", "shape"])
+    assert oscars >= TOPICAL_NAME_COS > answer

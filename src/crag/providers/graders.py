@@ -46,17 +46,32 @@ def cosine_to_score(cos: np.ndarray, floor: float = 0.20, ceiling: float = 0.80)
     return np.clip((cos - floor) / (ceiling - floor), 0.0, 1.0)
 
 
+class QuestionSimilarity:
+    """Cosines of one question with any texts, the question embedded only once."""
+
+    def __init__(self, embeddings: Embeddings, question: str) -> None:
+        self.embeddings = embeddings
+        self.question = _unit(np.asarray(embeddings.embed_query(question), dtype=np.float32))
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros(0)
+        vectors = np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float32)
+        return _unit(vectors) @ self.question
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / norms.clip(min=1e-9)
+
+
 def cosine_similarities(
     embeddings: Embeddings, question: str, passages: Sequence[str]
 ) -> np.ndarray:
     """Cosine of the question with each passage (one embedding call for the passages)."""
     if not passages:
         return np.zeros(0)
-    q = np.asarray(embeddings.embed_query(question), dtype=np.float32)
-    p = np.asarray(embeddings.embed_documents(list(passages)), dtype=np.float32)
-    q /= np.linalg.norm(q) or 1.0
-    p /= np.linalg.norm(p, axis=1, keepdims=True).clip(min=1e-9)
-    return p @ q
+    return QuestionSimilarity(embeddings, question)(passages)
 
 
 class SimilarityGrader:
