@@ -36,15 +36,7 @@ from langchain_core.embeddings import Embeddings
 from crag.providers.graders import QuestionSimilarity
 from crag.text import STOPWORDS as STOP
 
-FEATURES = (
-    "cos",
-    "cos_open",
-    "consensus",
-    "ans_near",
-    "factoid",
-    "date_consensus",
-    "lift_open",
-)
+FEATURES = ("cos", "cos_open", "consensus", "ans_near", "factoid", "date_consensus", "lift_open")
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?(?:[.\-][A-Za-z0-9]+)*")
 _DATESTAMP = re.compile(r"^\s*[A-Z][a-z]{2,8}\.? \d{1,2}, \d{4} \.\.\.\s*")
@@ -222,15 +214,7 @@ def extract_features(
         # a shared month and day is far rarer by chance than a shared year or name
         dates = max((shared[c] - 1 for c in found if _MONTH_DAY.fullmatch(c)), default=0)
         rows.append(
-            [
-                cos,
-                cos * (1.0 - factoid),
-                consensus,
-                ans_near,
-                factoid,
-                dates / others,
-                lift_open,
-            ]
+            [cos, cos * (1.0 - factoid), consensus, ans_near, factoid, dates / others, lift_open]
         )
     return np.asarray(rows, dtype=np.float64).reshape(len(passages), len(FEATURES))
 
