@@ -19,7 +19,7 @@ $(BIN)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade >/dev/null
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
-	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e ".[local,dev]"
+	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e ".[local,lab,dev]"
 	@touch $@
 
 setup: $(BIN)/.installed
@@ -31,6 +31,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: lint
 	$(BIN)/pytest

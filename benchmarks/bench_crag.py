@@ -31,20 +31,15 @@ EVAL = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
 
 
 def _env() -> None:
-    for key, value in {
-        "LANGSMITH_TRACING": "false",
-        "HF_HUB_OFFLINE": "1",
-        "ANONYMIZED_TELEMETRY": "False",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "1",
-    }.items():
-        os.environ.setdefault(key, value)
+    from crag.offline import use_offline_defaults
+
+    use_offline_defaults()
 
 
 def crag_vs_naive(ctx: Any, questions_file: Path, limit: int) -> None:
-    from crag.evaluation.dataset import load_questions, stratified
-    from crag.evaluation.progress import Bar
-    from crag.evaluation.runner import run_questions
+    from crag_lab.dataset import load_questions, stratified
+    from crag_lab.progress import Bar
+    from crag_lab.runner import run_questions
 
     questions = stratified(load_questions(questions_file), limit)
     bar = Bar(2 * len(questions), "crag+naive", quiet=True)
@@ -65,9 +60,9 @@ def crag_vs_naive(ctx: Any, questions_file: Path, limit: int) -> None:
 
 
 def judge_batching(ctx: Any, docs: int) -> None:
-    from crag.providers.chat import make_chat_model
-    from crag.providers.graders import JudgeGrader
-    from crag.store import retrieve
+    from crag.grading.judge import JudgeGrader
+    from crag.models.chat import make_chat_model
+    from crag.retrieval.library import retrieve
 
     question = "How does dropout regularise a neural network?"
     passages = [h["text"] for h in retrieve(ctx, ctx.collection, question, docs)]

@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 from crag.context import Context
+from crag.graph import checked, graph
 from crag.state import InputState, State
 
 
 def make_context(context: Context | None = None, **overrides: Any) -> Context:
     """A Context from an existing one or the environment, with keyword overrides."""
     base = context or Context()
-    return base.with_overrides(**overrides) if overrides else base
+    return checked(base.with_overrides(**overrides) if overrides else base)
 
 
 StepCallback = Callable[[str, dict[str, Any]], None]
@@ -30,8 +31,6 @@ async def aask(
 
     `on_step(node, update)` is called as each node finishes (progress display).
     """
-    from crag.graph import graph
-
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
@@ -90,8 +89,6 @@ async def astream(
     question: str, *, context: Context | None = None, **overrides: Any
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """Yield (node name, state update) as each node finishes."""
-    from crag.graph import graph
-
     ctx = make_context(context, **overrides)
     async for chunk in graph.astream(
         InputState(question=question.strip()), context=ctx, stream_mode="updates"

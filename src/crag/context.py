@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-ExternalSource = Literal["local", "tavily", "none"]
-
 ENV_PREFIX = "CRAG_"
 
 
@@ -157,7 +155,7 @@ class Context:
     max_strips: int = field(default=8, metadata={"description": "At most this many strips kept."})
 
     # --- external search ------------------------------------------------------------
-    external: ExternalSource = field(
+    external: str = field(
         default="local",
         metadata={
             "description": "`local` (a second Chroma collection), `tavily`, or `none` "
@@ -226,8 +224,6 @@ class Context:
             raise ValueError("k, web_k and max_strips must be >= 1")
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError("chunk_overlap must be smaller than chunk_size")
-        if self.external not in ("local", "tavily", "none"):
-            raise ValueError(f"external must be local, tavily or none, got {self.external!r}")
 
     def with_overrides(self, **overrides: Any) -> Context:
         """A copy with some knobs changed (None values are ignored)."""
@@ -241,3 +237,13 @@ class Context:
     @property
     def grader_dir(self) -> Path:
         return self.home / "grader"
+
+
+def context_from(value: Context | dict[str, Any] | None) -> Context:
+    """The run's Context from what LangGraph hands a node: the Context itself, a plain
+    dict (a server passes JSON), or nothing (a caller gave none: env and defaults)."""
+    if value is None:
+        return Context()
+    if isinstance(value, dict):
+        return Context(**value)
+    return value

@@ -2,18 +2,65 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import functools
+import os
+from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
-from crag.context import Context
+from crag.context import ENV_PREFIX, Context
+from crag.grading.registry import GRADERS
+from crag.models.chat import CHAT_MODELS, EXTRACTIVE
+from crag.models.embeddings import EMBEDDINGS
 from crag.nodes.generate import generate
 from crag.nodes.grade import grade
 from crag.nodes.refine import refine
 from crag.nodes.retrieve import retrieve
 from crag.nodes.rewrite import rewrite
+from crag.nodes.trail import Node
 from crag.nodes.web_search import web_search
+from crag.registry import Registry
+from crag.retrieval.external import SOURCES
 from crag.state import InputState, State
+
+NODES: dict[str, Node] = {
+    "retrieve": retrieve,
+    "grade": grade,
+    "rewrite": rewrite,
+    "web_search": web_search,
+    "refine": refine,
+    "generate": generate,
+}
+
+Graph = CompiledStateGraph[State, Context, InputState, State]
+
+
+#: Context fields that name a provider, and the registry that knows the names.
+PROVIDER_FIELDS: dict[str, Registry[Any]] = {
+    "grader": GRADERS,
+    "external": SOURCES,
+    "chat_model": CHAT_MODELS,
+    "judge_model": CHAT_MODELS,
+    "embeddings": EMBEDDINGS,
+}
+
+
+def checked(ctx: Context) -> Context:
+    """`ctx`, once every provider it names exists: a misspelt name fails before the run,
+    naming the field (and the environment variable, if the value came from there)."""
+    for field, registry in PROVIDER_FIELDS.items():
+        value = getattr(ctx, field)
+        if value is None or (value == EXTRACTIVE and "chat" in registry.kind):
+            continue
+        if str(value).partition(":")[0] not in registry:
+            env = ENV_PREFIX + field.upper()
+            origin = f" (from {env})" if os.environ.get(env) == value else ""
+            raise ValueError(
+                f"{field}={value!r}{origin}: unknown {registry.kind}; use "
+                f"{', '.join(registry.names())}"
+            )
+    return ctx
 
 
 def route_after_grade(state: State) -> Literal["refine", "rewrite"]:
@@ -23,12 +70,8 @@ def route_after_grade(state: State) -> Literal["refine", "rewrite"]:
 
 def build() -> StateGraph[State, Context, InputState, State]:
     builder = StateGraph(State, context_schema=Context, input_schema=InputState)
-    builder.add_node("retrieve", retrieve)
-    builder.add_node("grade", grade)
-    builder.add_node("rewrite", rewrite)
-    builder.add_node("web_search", web_search)
-    builder.add_node("refine", refine)
-    builder.add_node("generate", generate)
+    for name, node in NODES.items():
+        builder.add_node(name, node)
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", route_after_grade)
@@ -39,5 +82,17 @@ def build() -> StateGraph[State, Context, InputState, State]:
     return builder
 
 
+@functools.cache
+def steps(*names: str) -> Graph:
+    """Some of crag's nodes in a line, e.g. `steps("retrieve", "grade")`: the same nodes
+    and state as the full graph, for runs that need only part of it (tuning, baselines)."""
+    builder = StateGraph(State, context_schema=Context, input_schema=InputState)
+    for name in names:
+        builder.add_node(name, NODES[name])
+    for a, b in zip([START, *names], [*names, END], strict=True):
+        builder.add_edge(a, b)
+    return builder.compile(name="crag:" + "+".join(names))
+
+
 # No checkpointer: `langgraph dev` adds its own persistence (and refuses one here).
-graph = build().compile(name="crag")
+graph: Graph = build().compile(name="crag")

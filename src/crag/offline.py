@@ -6,8 +6,11 @@ import os
 
 OFFLINE_ENV = {
     "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
     "ANONYMIZED_TELEMETRY": "False",
     "HF_HUB_OFFLINE": "1",
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    "LANGGRAPH_NO_VERSION_CHECK": "1",
 }
 
 

@@ -1,11 +1,15 @@
-"""Plain-text helpers shared by refinement, rewriting and grading: no models here."""
+"""The text toolkit: words, sentences, strips and stopwords, for every module.
+
+No models here. Two tokenisations and two sentence splitters serve two needs and
+are kept apart on purpose: `terms`/`split_sentences` keep technical terms (C++,
+TF-IDF) and cut sentences conservatively for the strips a reader sees, while
+`words`/`clauses` feed the grader's answer-type features, which want possessives
+joined to their word and a cut at every clause or snippet break.
+"""
 
 from __future__ import annotations
 
-import functools
-import json
 import re
-from pathlib import Path
 
 STOPWORDS = frozenset(
     """a an the and or but if then else of in on at to for from by with without about as
@@ -26,7 +30,7 @@ _ABBREV = "".join(
     rf"(?<!\b{re.escape(a)})" for a in ("e.g.", "i.e.", "vs.", "etc.", "Fig.", "Eq.", "No.", "al.")
 )
 _SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n")
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-\+\.']*[A-Za-z0-9\+]|[A-Za-z0-9]")
+TERM = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-\+\.']*[A-Za-z0-9\+]|[A-Za-z0-9]")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -72,39 +76,15 @@ def strips_of(text: str, sentences_per_strip: int) -> list[str]:
     return [" ".join(sentences[i : i + n]) for i in range(0, len(sentences), n)]
 
 
+def terms(text: str) -> list[str]:
+    """Words as a technical reader writes them: "C++", "TF-IDF", "e.g." stay whole."""
+    return TERM.findall(text)
+
+
 def content_words(text: str) -> list[str]:
-    """Lower-cased words that carry meaning (stopwords and 1-letter tokens dropped)."""
-    words = [w.lower().strip(".'") for w in _WORD.findall(text)]
-    return [w for w in words if len(w) > 1 and w not in STOPWORDS]
-
-
-def key_terms(question: str) -> list[str]:
-    """Words of the question that carry its topic: what a library must know to answer."""
-    terms = []
-    for word in _WORD.findall(question):
-        bare = re.sub(r"['’]s$", "", word).strip(".'’")
-        if len(bare) > 2 and bare.lower() not in STOPWORDS:
-            terms.append(bare)
-    return list(dict.fromkeys(terms))
-
-
-@functools.cache
-def _common_words() -> frozenset[str]:
-    """Whole words of the embedding model's 30k-word BERT vocabulary: everyday English."""
-    path = Path(__file__).parent / "data" / "minilm-tokenizer.json"
-    vocab = json.loads(path.read_text(encoding="utf-8"))["model"]["vocab"]
-    return frozenset(w for w in vocab if w.isalpha())
-
-
-def is_specific(term: str) -> bool:
-    """A term that names something (AdaBoost, TF-IDF, nginx), not an everyday word.
-
-    The coverage check only asks the library about such terms: a small library may
-    lack "according" or "customers" without lacking the question's topic.
-    """
-    if re.search(r"[-\d]", term) or re.search(r"[a-z][A-Z]", term):
-        return True
-    return term.lower() not in _common_words()
+    """Lower-cased terms that carry meaning (stopwords and 1-letter tokens dropped)."""
+    found = [w.lower().strip(".'") for w in terms(text)]
+    return [w for w in found if len(w) > 1 and w not in STOPWORDS]
 
 
 def keyword_query(question: str, max_terms: int = 8) -> str:
@@ -113,39 +93,43 @@ def keyword_query(question: str, max_terms: int = 8) -> str:
     return " ".join(terms[:max_terms]) or question.strip()
 
 
-# "X vs Y", "difference between X and Y", "how does X differ from / compare with Y",
-# "compare X with Y": the two things a comparison asks about.
-_SIDES = [
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"(?P<a>[\w\-' ]+?)\s+(?:vs\.?|versus)\s+(?P<b>[^:?,;]+)",
-        r"differences?\s+between\s+(?P<a>.+?)\s+and\s+(?P<b>[^:?,;]+)",
-        r"\b(?:do|does|did|is|are)\s+(?P<a>.+?)\s+(?:differ|different)\s+from\s+(?P<b>[^:?,;]+)",
-        r"\b(?:do|does)\s+(?P<a>.+?)\s+compare\s+(?:with|to)\s+(?P<b>[^:?,;]+)",
-        r"\bcompare\s+(?P<a>.+?)\s+with\s+(?P<b>[^:?,;]+)",
-        r"\bcompare\s+(?P<a>.+?)\s+(?:to|and)\s+(?P<b>[^:?,;]+)",
-    )
-]
-_LEADING = re.compile(r"^(?:the|a|an|our|their|its)\s+", re.IGNORECASE)
-# A side ends where its qualifiers start: "early stopping [for neural networks]".
-_SIDE_END = re.compile(
-    r"\s*(?:[,:;?!()]|\s(?:as|for|used|of|in|when|that|which|to|on|at|by|and|or|with|from"
-    r"|is|are|do|does)\s).*$",
-    re.IGNORECASE,
+# --- words and clauses for the grader's answer-type features ---------------------------------
+
+WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?(?:[.\-][A-Za-z0-9]+)*")
+# A search snippet's leading date stamp ("Nov 12, 2023 ...") is no part of its text.
+_DATESTAMP = re.compile(r"^\s*[A-Z][a-z]{2,8}\.? \d{1,2}, \d{4} \.\.\.\s*")
+# "Nov. 12", "Dr. No", "U.S. Open", "J. Smith": a full stop after these is no sentence end.
+_NO_END = "".join(
+    rf"(?<!\b{a}\.)"
+    for a in "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec Mr Mrs Ms Dr St Jr Sr No vs "
+    "Vol [A-Z]".split()
+)
+_CLAUSE_END = re.compile(rf"{_NO_END}(?<=[.!?;])\s+|\s+\.\.\.\s+|\s+·\s+|\s+\|\s+|\n+")
+MONTHS = frozenset(
+    "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april "
+    "june july august september october november december".split()
 )
 
 
-def comparison_sides(question: str) -> list[str]:
-    """The things a comparison question compares, as short phrases; [] otherwise."""
-    for pattern in _SIDES:
-        match = pattern.search(question)
-        if not match:
-            continue
-        sides = []
-        for raw in (match["a"], match["b"]):
-            side = _LEADING.sub("", raw.strip())
-            side = _SIDE_END.sub("", f" {side} ").strip().rstrip(".")
-            if side and len(side.split()) <= 5:
-                sides.append(side)
-        return sides
-    return []
+def words(text: str) -> list[str]:
+    """Words with their possessive ("Facebook's") and inner dots or hyphens ("U.S.")."""
+    return WORD.findall(text)
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper: "models", "modeling" and "modeled" meet at "model"."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    for suffix in ("ies", "ing", "ed", "es", "s"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            return w[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return w
+
+
+def clauses(text: str) -> list[str]:
+    """Sentences and clauses, also cut at snippet separators (" ... ", " · ", " | ")."""
+    parts = [
+        s.strip() for s in _CLAUSE_END.split(_DATESTAMP.sub("", text)) if s and len(s.strip()) > 3
+    ]
+    return parts or [text]

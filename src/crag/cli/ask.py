@@ -12,15 +12,14 @@ from crag.api import ask, summary
 from crag.cli.options import add_context_flags, context_from_args
 
 NAME = "ask"
+HELP = "answer a question from the library (and the web)"
 
 
-def add_parser(sub: Any) -> str:
-    parser = sub.add_parser(NAME, help="answer a question from the library (and the web)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question, in quotes")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     add_context_flags(parser)
-    return NAME
 
 
 def progress(node: str, update: dict[str, Any]) -> None:

@@ -12,13 +12,16 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from crag.api import ask, summary
 from crag.cli.ask import progress, render
 from crag.cli.options import add_context_flags, context_from_args
+from crag.context import Context
+from crag.ingest.indexer import ingest_path
+from crag.ingest.progress import Progress, format_summary
 
 NAME = "demo"
+HELP = "ingest the sample library and ask its demo questions"
 DEMO_HOME = Path(".crag-demo")
 
 
@@ -31,16 +34,12 @@ def default_samples() -> Path | None:
     return None
 
 
-def add_parser(sub: Any) -> None:
-    parser = sub.add_parser(NAME, help="ingest the sample library and ask its demo questions")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=Path, default=None, help="samples folder")
     add_context_flags(parser)
 
 
-def _ingest(ctx: Any, folder: Path, collection: str) -> int:
-    from crag.ingest.indexer import ingest_path
-    from crag.ingest.progress import Progress, format_summary
-
+def _ingest(ctx: Context, folder: Path, collection: str) -> int:
     result = ingest_path(ctx, folder, collection=collection, on_event=Progress(quiet=False))
     print(format_summary(result.to_dict()), file=sys.stderr)
     return result.exit_code

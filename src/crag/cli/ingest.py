@@ -1,4 +1,7 @@
-"""`crag ingest PATH`: index a folder of PDFs (and .md/.txt) into Chroma.
+"""Walk PATH (a folder, recursively, or one file) for .pdf, .md, .markdown and .txt
+files, split them into page-cited chunks and index them in Chroma. Re-runs are
+incremental: unchanged files cost nothing, changed files are replaced, an
+interrupted run resumes.
 
 Exit codes: 0 all files indexed or unchanged; 1 some files failed, nothing to
 ingest, or the run stopped on an embedder/store error; 2 usage error (missing
@@ -12,69 +15,25 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+
+from crag.cli.options import STORE_FIELDS, add_context_flags, context_from_args
+from crag.errors import IngestError, ProviderError, StoreError
+from crag.ingest.indexer import Ingestor
+from crag.ingest.progress import Progress, format_summary
+from crag.retrieval.library import check_collection_name
+
+NAME = "ingest"
+HELP = "index a folder of PDFs (and .md/.txt) into the library"
 
 
-def _positive(minimum: int) -> Any:
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {raw!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register `ingest`. Options default to SUPPRESS so they never clobber
-    same-named options of the parent parser."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "ingest",
-        help="index a folder of PDFs (and .md/.txt) into the library",
-        description=(
-            "Walk PATH (a folder, recursively, or one file) for .pdf, .md, .markdown and "
-            ".txt files, split them into page-cited chunks and index them in Chroma. "
-            "Re-runs are incremental: unchanged files cost nothing, changed files are "
-            "replaced, an interrupted run resumes."
-        ),
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", type=Path, help="folder or file to ingest")
-    suppress = argparse.SUPPRESS
     parser.add_argument(
-        "--collection", default=suppress, help="collection to write (default: books)"
+        "--prune", action="store_true", help="remove chunks of files that are no longer under PATH"
     )
-    parser.add_argument(
-        "--home", type=Path, default=suppress, help="data folder (default: .crag, $CRAG_HOME)"
-    )
-    parser.add_argument(
-        "--prune",
-        action="store_true",
-        default=suppress,
-        help="remove chunks of files that are no longer under PATH",
-    )
-    parser.add_argument(
-        "--chunk-size",
-        type=_positive(100),
-        default=suppress,
-        help="target chunk size in characters (default 900)",
-    )
-    parser.add_argument(
-        "--chunk-overlap",
-        type=_positive(0),
-        default=suppress,
-        help="overlap in characters (default 150)",
-    )
-    parser.add_argument(
-        "-q", "--quiet", action="store_true", default=suppress, help="no progress display"
-    )
-    parser.add_argument(
-        "--json", action="store_true", default=suppress, help="print the summary as JSON"
-    )
-    parser.set_defaults(func=run)
-    return parser
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_context_flags(parser, STORE_FIELDS)
 
 
 def _error(message: str) -> None:
@@ -82,20 +41,8 @@ def _error(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the command; returns the exit code."""
-    from crag.context import Context
-    from crag.ingest.indexer import IngestError, Ingestor
-    from crag.ingest.progress import Progress, format_summary
-    from crag.providers.errors import ProviderError
-    from crag.store import StoreError, check_collection_name
-
     try:
-        ctx = Context().with_overrides(
-            home=getattr(args, "home", None),
-            collection=getattr(args, "collection", None),
-            chunk_size=getattr(args, "chunk_size", None),
-            chunk_overlap=getattr(args, "chunk_overlap", None),
-        )
+        ctx = context_from_args(args)
         check_collection_name(ctx.collection)
     except (ValueError, StoreError) as exc:
         _error(str(exc))
@@ -103,9 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
     # pypdf logs every recoverable oddity of a PDF; the loader reports what matters.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
-    as_json = bool(getattr(args, "json", False))
-    progress = Progress(quiet=bool(getattr(args, "quiet", False)))
-    ingestor = Ingestor(ctx, prune=bool(getattr(args, "prune", False)), on_event=progress)
+    ingestor = Ingestor(ctx, prune=args.prune, on_event=Progress(quiet=args.quiet))
     try:
         summary = ingestor.run(args.path)
     except IngestError as exc:
@@ -118,8 +63,5 @@ def run(args: argparse.Namespace) -> int:
         summary = ingestor.summary
         summary.interrupted = True
     result = summary.to_dict()
-    if as_json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(format_summary(result))
+    print(json.dumps(result, indent=2) if args.json else format_summary(result))
     return summary.exit_code

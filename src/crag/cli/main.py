@@ -1,57 +1,61 @@
-"""`crag`: ingest a library, ask questions, evaluate and tune the grader."""
+"""`crag`: ingest a library and ask it questions (with the lab: evaluate and tune).
+
+Every subcommand is a module with the same four names: `NAME`, `HELP`,
+`add_arguments(parser)` and `run(args) -> int` (the exit code).
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from collections.abc import Callable
-from importlib import import_module
+from importlib.metadata import entry_points
+from types import ModuleType
 
+from crag.cli import ask, demo, ingest
+from crag.errors import CragError
 from crag.offline import use_offline_defaults
 
-use_offline_defaults()  # no telemetry or tracing calls leave the machine
 
-SUBCOMMANDS = ["ingest", "ask", "demo", "eval", "tune", "train_grader"]
+def plugged_in() -> list[ModuleType]:
+    """Subcommands that other packages add (the lab's eval, tune and train-grader) through
+    the `crag.commands` entry points: crag itself never imports them."""
+    commands = []
+    for entry in entry_points(group="crag.commands"):
+        try:
+            commands.append(entry.load())
+        except ModuleNotFoundError as exc:  # its extra is not installed
+            logging.getLogger(__name__).debug("skipping `crag %s`: %s", entry.name, exc)
+    return commands
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[..., int]]]:
-    parser = argparse.ArgumentParser(prog="crag", description=__doc__)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crag", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    runners: dict[str, Callable[..., int]] = {}
-    for name in SUBCOMMANDS:
-        try:
-            module = import_module(f"crag.cli.{name}")
-        except ModuleNotFoundError as exc:  # a subcommand whose extras are missing
-            if exc.name and exc.name.startswith("crag.cli"):
-                continue
-            raise
-        module.add_parser(sub)  # registers the subcommand as NAME with "-" for "_"
-        runners[name.replace("_", "-")] = module.run
-    return parser, runners
+    for command in [ingest, ask, demo, *plugged_in()]:
+        child = sub.add_parser(command.NAME, help=command.HELP, description=command.__doc__)
+        command.add_arguments(child)
+        child.set_defaults(run=command.run)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser, runners = build_parser()
-    args = parser.parse_args(argv)
+    use_offline_defaults()  # no telemetry or tracing calls leave the machine
+    args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    from crag.providers.errors import ProviderError
-
     try:
-        return runners[args.command](args)
-    except ProviderError as exc:
-        print(f"crag: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"crag: {exc}", file=sys.stderr)
+        code: int = args.run(args)
+    except (CragError, ValueError) as exc:
+        print(f"crag {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("crag: interrupted", file=sys.stderr)
         return 130
+    return code
 
 
 if __name__ == "__main__":

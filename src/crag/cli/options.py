@@ -1,36 +1,69 @@
-"""Command-line flags that map onto Context fields, shared by every subcommand."""
+"""Command-line flags that map onto Context fields, and the argument types every
+subcommand shares."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from crag.context import Context
+from crag.grading.registry import GRADERS
+from crag.graph import checked
+from crag.retrieval.external import SOURCES
+
+
+def positive_int(minimum: int = 1) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `minimum`."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {raw!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
 
 # flag -> (Context field, type, help); None defaults mean "leave the Context value".
-_FLAGS: list[tuple[str, str, type, str]] = [
+_FLAGS: list[tuple[str, str, Callable[[str], object], str]] = [
     ("--home", "home", Path, "data folder (default: $CRAG_HOME or .crag)"),
+    ("--chroma-url", "chroma_url", str, "a Chroma server (http://host:port) instead of --home"),
     ("--collection", "collection", str, "library collection (default: books)"),
-    ("--external", "external", str, "external source: local, tavily or none"),
+    ("--external", "external", str, "external source: " + SOURCES.describe()),
     ("--external-collection", "external_collection", str, "collection used by --external local"),
-    ("--k", "k", int, "chunks retrieved per question"),
+    ("--k", "k", positive_int(), "chunks retrieved per question"),
     ("--upper", "upper", float, "verdict 'correct' if any score >= upper"),
     ("--lower", "lower", float, "verdict 'incorrect' if all scores < lower"),
-    ("--grader", "grader", str, "auto, features, cascade, similarity, judge or trained"),
+    ("--grader", "grader", str, "grader: " + GRADERS.describe()),
     ("--chat-model", "chat_model", str, "local, openai:<model> or extractive"),
     ("--judge-model", "judge_model", str, "chat model of the LLM judge (default: chat model)"),
     ("--embeddings", "embeddings", str, "local or openai:<model>"),
     ("--strip-threshold", "strip_threshold", float, "strips scoring below this are dropped"),
-    ("--max-strips", "max_strips", int, "at most this many strips kept"),
-    ("--web-k", "web_k", int, "external results per search"),
+    ("--max-strips", "max_strips", positive_int(), "at most this many strips kept"),
+    ("--web-k", "web_k", positive_int(), "external results per search"),
     ("--timeout", "timeout_s", float, "timeout of each external call (s)"),
+    ("--chunk-size", "chunk_size", positive_int(100), "target chunk size in characters"),
+    ("--chunk-overlap", "chunk_overlap", positive_int(0), "chunk overlap in characters"),
 ]
+#: The flags a question-answering command takes (ingest takes the store's only).
+RUN_FIELDS = tuple(dest for _, dest, _, _ in _FLAGS if not dest.startswith("chunk_"))
+STORE_FIELDS = ("home", "chroma_url", "collection", "embeddings", "chunk_size", "chunk_overlap")
 
 
-def add_context_flags(parser: argparse.ArgumentParser) -> None:
+def add_context_flags(parser: argparse.ArgumentParser, fields: Sequence[str] = RUN_FIELDS) -> None:
     group = parser.add_argument_group("configuration (overrides CRAG_* env vars)")
+    choices = {"grader": GRADERS.names(), "external": SOURCES.names()}
     for flag, dest, kind, text in _FLAGS:
-        group.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+        if dest in fields:
+            group.add_argument(
+                flag, dest=dest, type=kind, default=None, choices=choices.get(dest), help=text
+            )
+    if fields is not RUN_FIELDS:
+        return
     group.add_argument(
         "--no-refine",
         dest="refine",
@@ -55,4 +88,4 @@ def context_from_args(args: argparse.Namespace) -> Context:
         overrides["chat_model"] = "extractive"
         if overrides.get("grader") in (None, "auto", "cascade", "judge"):
             overrides["grader"] = "features"  # the grader needs no LLM either
-    return Context().with_overrides(**overrides)
+    return checked(Context().with_overrides(**overrides))

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from crag.ingest.loaders import Page
-
-if TYPE_CHECKING:
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 #: Bump when the splitting rules change: it is part of every chunk id, so a new
 #: chunker re-indexes files instead of mixing old and new chunks.
@@ -55,8 +53,6 @@ def chunker_signature(chunk_size: int, chunk_overlap: int) -> str:
 
 
 def make_splitter(kind: str, chunk_size: int, chunk_overlap: int) -> RecursiveCharacterTextSplitter:
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
-
     return RecursiveCharacterTextSplitter(
         separators=SEPARATORS.get(kind, SEPARATORS["text"]),
         is_separator_regex=True,

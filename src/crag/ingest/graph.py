@@ -17,7 +17,9 @@ from langgraph.runtime import Runtime
 # for the input/output JSON schemas) rejects typing.TypedDict.
 from typing_extensions import TypedDict
 
-from crag.context import Context
+from crag.context import Context, context_from
+from crag.errors import CragError
+from crag.ingest.indexer import ingest_path
 
 
 class IngestInput(TypedDict):
@@ -36,10 +38,6 @@ class IngestState(IngestInput, IngestOutput):
 
 
 def _run_ingest(ctx: Context, state: IngestState, writer: Any) -> IngestOutput:
-    from crag.ingest.indexer import IngestError, ingest_path
-    from crag.providers.errors import ProviderError
-    from crag.store import StoreError
-
     try:
         summary = ingest_path(
             ctx,
@@ -48,7 +46,7 @@ def _run_ingest(ctx: Context, state: IngestState, writer: Any) -> IngestOutput:
             prune=bool(state.get("prune", False)),
             on_event=writer,
         )
-    except (IngestError, StoreError, ProviderError) as exc:
+    except CragError as exc:
         return {"error": str(exc)}
     result = summary.to_dict()
     out: IngestOutput = {"summary": result}
@@ -59,11 +57,7 @@ def _run_ingest(ctx: Context, state: IngestState, writer: Any) -> IngestOutput:
 
 async def ingest(state: IngestState, runtime: Runtime[Context]) -> IngestOutput:
     """Ingest `path` into the library (or `collection`); returns the run's summary."""
-    ctx = runtime.context
-    if isinstance(ctx, dict):  # a server may hand the context over as plain JSON
-        ctx = Context(**ctx)
-    elif not isinstance(ctx, Context):
-        ctx = Context()
+    ctx = context_from(runtime.context)
     writer = runtime.stream_writer
     return await asyncio.to_thread(_run_ingest, ctx, state, writer)
 

@@ -15,7 +15,6 @@ ids are derived from (source, version, index), so re-writing is idempotent.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,14 +22,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from langchain_core.embeddings import Embeddings
+
+from crag.context import Context
+from crag.errors import IngestError
+from crag.filelock import LockBusy, exclusive
 from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
 from crag.ingest.loaders import SUPPORTED, LoadError, kind_of, load_document, read_bytes, sha256_hex
+from crag.models.embeddings import make_embeddings
+from crag.retrieval.library import get_collection, iter_records, open_client
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
-    from langchain_core.embeddings import Embeddings
-
-    from crag.context import Context
 
 Event = dict[str, Any]
 EventHandler = Callable[[Event], None]
@@ -41,14 +44,6 @@ Status = Literal["indexed", "updated", "resumed", "unchanged", "failed"]
 BATCH_SIZE = 64
 _SCAN_PAGE = 5000
 _GET_IN_LIMIT = 250
-
-
-class IngestError(Exception):
-    """The run cannot start: bad path, nothing to ingest, store busy."""
-
-    def __init__(self, message: str, *, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @dataclass
@@ -225,22 +220,14 @@ class _Stored:
 def _scan(collection: Collection) -> dict[str, _Stored]:
     """Every chunk's source and version, read once per run (metadata only, paged)."""
     stored: dict[str, _Stored] = {}
-    offset = 0
-    while True:
-        got = collection.get(include=["metadatas"], limit=_SCAN_PAGE, offset=offset)
-        ids = got["ids"]
-        for cid, meta in zip(ids, got.get("metadatas") or [], strict=False):
-            meta = meta or {}
-            source = str(meta.get("source", ""))
-            entry = stored.setdefault(source, _Stored())
-            count = meta.get("chunks", 0)
-            entry.ids[cid] = (
-                str(meta.get("version", "")),
-                count if isinstance(count, int) else 0,
-            )
-        if len(ids) < _SCAN_PAGE:
-            return stored
-        offset += _SCAN_PAGE
+    for record in iter_records(collection, page=_SCAN_PAGE):
+        entry = stored.setdefault(str(record.metadata.get("source", "")), _Stored())
+        count = record.metadata.get("chunks", 0)
+        entry.ids[record.id] = (
+            str(record.metadata.get("version", "")),
+            count if isinstance(count, int) else 0,
+        )
+    return stored
 
 
 @contextlib.contextmanager
@@ -249,35 +236,15 @@ def _home_lock(ctx: Context) -> Iterator[None]:
     if ctx.chroma_url:
         yield
         return
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
     ctx.home.mkdir(parents=True, exist_ok=True)
-    lock_path = ctx.home / "ingest.lock"
-    with open(lock_path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            fh.seek(0)
-            holder = fh.read().strip() or "?"
-            raise IngestError(
-                f"another `crag ingest` (pid {holder}) is writing to {ctx.home}; "
-                "wait for it to finish"
-            ) from exc
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        try:
+    try:
+        with exclusive(ctx.home / "ingest.lock", wait=False):
             yield
-        finally:
-            fh.seek(0)
-            fh.truncate()
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    except LockBusy as busy:
+        raise IngestError(
+            f"another `crag ingest` (pid {busy.holder}) is writing to {ctx.home}; "
+            "wait for it to finish"
+        ) from busy
 
 
 class _Fatal(Exception):
@@ -318,8 +285,6 @@ class Ingestor:
     def embeddings(self) -> Embeddings:
         """Built on first need, so a run with nothing to embed never loads a model."""
         if self._embeddings is None:
-            from crag.providers.embeddings import make_embeddings
-
             self._embeddings = make_embeddings(
                 self.ctx.embeddings, threads=self.ctx.threads, timeout_s=self.ctx.timeout_s
             )
@@ -327,8 +292,6 @@ class Ingestor:
 
     # -- the run --
     def run(self, path: Path | str) -> IngestSummary:
-        from crag.store import get_collection, open_client
-
         start = time.perf_counter()
         path = Path(path).expanduser()
         found = discover(path)

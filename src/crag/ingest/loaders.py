@@ -105,7 +105,7 @@ _JUNK_TITLE = re.compile(r"^(untitled|microsoft word - .*|.*\.(docx?|pdf|tex|dvi
 
 
 def _load_pdf(path: Path, data: bytes) -> LoadedDocument:
-    from pypdf import PasswordType, PdfReader
+    from pypdf import PasswordType, PdfReader  # pypdf loads only when a PDF does
     from pypdf.errors import DependencyError
 
     head = data[:1024]

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
 
 from crag import prompts
 from crag.context import Context
+from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.nodes.trail import context_of, note, recorded
 from crag.state import Citation, Passage, State, Strip
-from crag.trail import NodeResult, recorded
 
 log = logging.getLogger(__name__)
 
@@ -98,21 +101,20 @@ def is_refusal(answer: str) -> bool:
     return not low.strip() or "could not find" in low or "cannot find" in low
 
 
-@recorded("generate")
-async def generate(state: State, ctx: Context) -> NodeResult:
+@recorded
+async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = context_of(runtime)
     kept = state.get("kept_strips") or []
     docs = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
     if not kept:
         answer = prompts.NOT_FOUND
         if state.get("web_error"):
             answer += f" (The external source failed: {state['web_error']})"
-        return {"answer": answer, "citations": []}, "no supporting source: declined"
+        return {"answer": answer, "citations": [], **note("no supporting source: declined")}
     numbered = number_sources(kept, docs)
-    if ctx.chat_model == "extractive":
+    if ctx.chat_model == EXTRACTIVE:
         answer = extractive_answer(numbered)
-        return {"answer": answer, "citations": cited(answer, numbered)}, "extractive"
-    from crag.providers.chat import make_chat_model
-
+        return {"answer": answer, "citations": cited(answer, numbered), **note("extractive")}
     model = make_chat_model(ctx.chat_model, ctx, max_tokens=ctx.max_answer_tokens)
     try:
         reply = await model.ainvoke(
@@ -128,12 +130,17 @@ async def generate(state: State, ctx: Context) -> NodeResult:
     except Exception as exc:  # timeout, HTTP error, context overflow: still answer
         log.warning("chat model failed (%s); answering with the best passages", exc)
         answer = extractive_answer(numbered)
-        note = f"(The language model failed: {type(exc).__name__}; best passages shown.) "
-        return (
-            {"answer": note + answer, "citations": cited(answer, numbered)},
-            f"model failed ({type(exc).__name__}): extractive fallback",
-        )
+        warning = f"(The language model failed: {type(exc).__name__}; best passages shown.) "
+        return {
+            "answer": warning + answer,
+            "citations": cited(answer, numbered),
+            **note(f"model failed ({type(exc).__name__}): extractive fallback"),
+        }
     answer = str(reply.content).strip()
     if is_refusal(answer):
-        return {"answer": prompts.NOT_FOUND, "citations": []}, "model found no answer"
-    return {"answer": answer, "citations": cited(answer, numbered)}, f"{len(numbered)} sources"
+        return {"answer": prompts.NOT_FOUND, "citations": [], **note("model found no answer")}
+    return {
+        "answer": answer,
+        "citations": cited(answer, numbered),
+        **note(f"{len(numbered)} sources"),
+    }

@@ -7,11 +7,15 @@ the survivors rejoined in their original order.
 
 from __future__ import annotations
 
+from typing import Any
+
+from langgraph.runtime import Runtime
+
 from crag.context import Context
-from crag.providers.graders import make_grader
+from crag.grading.registry import make_strip_grader
+from crag.nodes.trail import context_of, note, recorded
 from crag.state import Passage, State, Strip
 from crag.text import strips_of
-from crag.trail import NodeResult, recorded
 
 # Position = document rank * STRIDE + strip index, so sorting restores reading order.
 STRIDE = 10_000
@@ -32,12 +36,21 @@ def knowledge_for(state: State, lower: float) -> list[Passage]:
     return good + web
 
 
+def position(rank: int, index: int) -> int:
+    return rank * STRIDE + index
+
+
+def strip_key(strip: Strip) -> tuple[str, int]:
+    """(document id, strip index): a strip's identity whatever its document's rank."""
+    return strip["doc_id"], strip["position"] % STRIDE
+
+
 def decompose(docs: list[Passage], sentences_per_strip: int) -> list[Strip]:
     strips: list[Strip] = []
     for rank, doc in enumerate(docs):
         for i, text in enumerate(strips_of(doc["text"], sentences_per_strip)):
             strips.append(
-                {"doc_id": doc["id"], "position": rank * STRIDE + i, "text": text, "score": 0.0}
+                {"doc_id": doc["id"], "position": position(rank, i), "text": text, "score": 0.0}
             )
     return strips
 
@@ -57,30 +70,32 @@ def select(
     best: list[Strip] = []
     if split_at is not None:
         for external in (False, True):
-            side = [s for s in passing if (s["position"] >= split_at * STRIDE) == external]
+            side = [s for s in passing if (s["position"] >= position(split_at, 0)) == external]
             best += side[: max_strips // 2]
     best += [s for s in passing if s not in best][: max_strips - len(best)]
     return sorted(best, key=lambda s: s["position"])
 
 
-@recorded("refine")
-async def refine(state: State, ctx: Context) -> NodeResult:
+@recorded
+async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = context_of(runtime)
     docs = knowledge_for(state, ctx.lower)
     if not ctx.refine:  # whole documents, still without sentences that give orders
         whole: list[Strip] = [
-            {"doc_id": d["id"], "position": r * STRIDE, "text": text, "score": 1.0}
+            {"doc_id": d["id"], "position": position(r, 0), "text": text, "score": 1.0}
             for r, d in enumerate(docs)
             if (text := " ".join(strips_of(d["text"], 3)))
         ]
-        return {"strips": whole, "kept_strips": whole}, f"off: {len(whole)} whole documents"
+        return {"strips": whole, "kept_strips": whole, **note(f"off: {len(whole)} whole documents")}
     strips = decompose(docs, ctx.strip_sentences)
-    grader = make_grader(ctx, purpose="strips")
+    grader = make_strip_grader(ctx)
     scores = await grader.ascore(state["question"], [s["text"] for s in strips])
     for strip, score in zip(strips, scores, strict=True):
         strip["score"] = round(score, 4)
     split_at = len(state.get("good_docs") or []) if state.get("verdict") == "ambiguous" else None
     kept = select(strips, ctx.strip_threshold, ctx.max_strips, split_at)
-    return (
-        {"strips": strips, "kept_strips": kept},
-        f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents",
-    )
+    return {
+        "strips": strips,
+        "kept_strips": kept,
+        **note(f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents"),
+    }

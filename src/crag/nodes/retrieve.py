@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+from langgraph.runtime import Runtime
 
 from crag.context import Context
-from crag.providers.search import hit_to_passage
+from crag.nodes.trail import context_of, note, recorded
+from crag.retrieval.library import hit_to_passage
+from crag.retrieval.library import retrieve as library_retrieve
 from crag.state import State
-from crag.trail import NodeResult, recorded
 
 # A new question on an existing thread must not inherit the last run's results.
 FRESH_RUN = {
@@ -22,10 +26,9 @@ FRESH_RUN = {
 }
 
 
-@recorded("retrieve")
-async def retrieve(state: State, ctx: Context) -> NodeResult:
-    from crag.store import retrieve as store_retrieve
-
-    hits = await asyncio.to_thread(store_retrieve, ctx, ctx.collection, state["question"], ctx.k)
+@recorded
+async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = context_of(runtime)
+    hits = await asyncio.to_thread(library_retrieve, ctx, ctx.collection, state["question"], ctx.k)
     docs = [hit_to_passage(hit, origin="library") for hit in hits]
-    return {**FRESH_RUN, "docs": docs}, f"{len(docs)} chunks from {ctx.collection!r}"
+    return {**FRESH_RUN, "docs": docs, **note(f"{len(docs)} chunks from {ctx.collection!r}")}

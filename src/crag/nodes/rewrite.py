@@ -6,14 +6,17 @@ The question itself is never replaced: generate still answers `question`.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
 
 from crag import prompts
 from crag.context import Context
+from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.nodes.trail import context_of, note, recorded
 from crag.state import State
 from crag.text import keyword_query
-from crag.trail import NodeResult, recorded
 
 log = logging.getLogger(__name__)
 
@@ -26,16 +29,15 @@ def clean_query(raw: str) -> str:
     return line.strip().strip("\"'` ").rstrip(".")
 
 
-@recorded("rewrite")
-async def rewrite(state: State, ctx: Context) -> NodeResult:
+@recorded
+async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = context_of(runtime)
     question = state["question"]
     gaps = list(state.get("missing_terms") or [])
     # What the library lacks leads the query: the web is there to fill that gap.
     fallback = keyword_query(" ".join([*gaps, question]))
-    if ctx.chat_model == "extractive":
-        return {"web_query": fallback}, f"keywords: {fallback}"
-    from crag.providers.chat import make_chat_model
-
+    if ctx.chat_model == EXTRACTIVE:
+        return {"web_query": fallback, **note(f"keywords: {fallback}")}
     model = make_chat_model(ctx.chat_model, ctx, max_tokens=24)
     try:
         reply = await model.ainvoke(
@@ -53,5 +55,5 @@ async def rewrite(state: State, ctx: Context) -> NodeResult:
         log.warning("rewrite failed (%s); using keywords", exc)
         query = ""
     if not 2 <= len(query) <= 200:
-        return {"web_query": fallback}, f"keywords (model gave no usable query): {fallback}"
-    return {"web_query": query}, f"query: {query}"
+        return {"web_query": fallback, **note(f"keywords (model gave no usable query): {fallback}")}
+    return {"web_query": query, **note(f"query: {query}")}

@@ -1,0 +1,275 @@
+"""crag's lightweight retrieval evaluator: a few general signals and a logistic model.
+
+Embedding similarity alone rates "same topic" like "answers it" (AUC 0.62 on the
+dev pairs). Two cheap signals separate them far better:
+
+- answer type: a factoid question (who / when / what year / how many ...) is only
+  answered by a passage holding a span of that type (a name, date, year, number)
+  that the question itself does not contain, near the question's own words;
+- consensus: independent sources that answer a question tend to name the same
+  answer, so a candidate span shared by other retrieved passages is evidence (a
+  shared month and day most of all). A name that restates the question ("Oscars"
+  for "Academy Awards", close to it in embedding space) is shared by every passage
+  on the topic, so it is not taken for an answer;
+- lift: for an open question, the passage that explains the topic stands above the
+  others retrieved with it, which only touch it.
+
+All passages of one question are scored together (consensus needs the batch), from
+one embedding call for the passages and one for the candidate names. The model is a
+logistic regression over these features, so its score is a probability in [0, 1]
+and the verdict thresholds keep their meaning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from crag.grading.base import QuestionSimilarity
+from crag.text import MONTHS, clauses, stem, words
+from crag.text import STOPWORDS as STOP
+
+FEATURES = ("cos", "cos_open", "consensus", "ans_near", "factoid", "date_consensus", "lift_open")
+
+_YEAR = re.compile(r"(1[89]|20)\d\d")
+_NUM = re.compile(r"\d+(\.\d+)?|\d{1,3}(,\d{3})+")
+_DAY = re.compile(r"\d{1,2}(st|nd|rd|th)?")
+_MONTH_DAY = re.compile(r"[a-z]{3} \d+")
+# MiniLM cosine of a name with the question above which the name restates the question
+TOPICAL_NAME_COS = 0.5
+# question type -> the kinds of span that can answer it
+_QTYPES: list[tuple[str, re.Pattern[str]]] = [
+    ("year", re.compile(r"\b(what|which|in what) year\b")),
+    (
+        "num",
+        re.compile(
+            r"\bhow (many|much)\b|\b(revenue|price|cost|salary|population|net worth|budget)\b"
+        ),
+    ),
+    ("date", re.compile(r"\bwhen (was|is|does|did|will|do|are|were)\b|^when\b|\bdate\b")),
+    ("place", re.compile(r"\bwhere\b")),
+    (
+        "person",
+        re.compile(
+            r"\bwho(m|se)?\b|^(which|what) (\w+ ){0,2}"
+            r"(actor|actress|player|director|singer|person|ceo|president|winner)\b"
+        ),
+    ),
+    (
+        "entity",
+        re.compile(
+            r"^(which|what) (\w+ ){0,3}(country|team|company|movie|film|song|album|club|city"
+            r"|brand|car|show|book|game|network|airline|university|device|phone|app)\b"
+            r"|^(which|what)\b.*\b(won|wins?|winner|champion|acquired?|bought|starring|hosted?)\b"
+        ),
+    ),
+]
+_KINDS = {
+    "person": {"cap"},
+    "place": {"cap"},
+    "entity": {"cap"},
+    "year": {"year"},
+    "date": {"date", "year"},
+    "num": {"num"},
+}
+
+
+def question_type(question: str) -> str:
+    low = question.lower().strip()
+    for name, pattern in _QTYPES:
+        if pattern.search(low):
+            return name
+    return "other"
+
+
+@dataclass
+class _Batch:
+    """Counts over the texts graded together: which words are names (capitalised
+    mid-sentence more often than not), without any corpus-wide statistics."""
+
+    cap: Counter[str] = field(default_factory=Counter)
+    low: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> _Batch:
+        batch = cls()
+        for text in texts:
+            for sentence in clauses(text):
+                for w in words(sentence)[1:]:
+                    if w[0].isupper():
+                        batch.cap[w.lower()] += 1
+                    elif w[0].islower():
+                        batch.low[w.lower()] += 1
+        return batch
+
+    def is_name(self, word: str) -> bool:
+        low = word.lower()
+        if low in STOP or low in MONTHS or not word[0].isupper():
+            return False
+        return self.cap[low] + 1 > 2 * self.low[low]
+
+
+def _day(word: str) -> int:
+    """12th -> 12, so "Nov. 12", "November 12th" and "12 November" are one candidate."""
+    return int(word.rstrip("stndrh"))
+
+
+def _candidates(sentence: str, asked: set[str], kinds: set[str], batch: _Batch) -> set[str]:
+    """Spans of the expected answer kind that the question does not already contain."""
+    found: set[str] = set()
+    tokens = words(sentence)
+    for i, w in enumerate(tokens):
+        low = w.lower()
+        if low in asked or stem(w) in asked:
+            continue
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if ("year" in kinds and _YEAR.fullmatch(w)) or ("num" in kinds and _NUM.fullmatch(w)):
+            found.add(w)
+        elif "date" in kinds and low in MONTHS and _DAY.fullmatch(nxt):
+            found.add(f"{low[:3]} {_day(nxt)}")
+        elif "date" in kinds and _DAY.fullmatch(w) and nxt.lower() in MONTHS and nxt != "may":
+            found.add(f"{nxt.lower()[:3]} {_day(w)}")
+        elif "cap" in kinds and w[0].isupper() and batch.is_name(w):
+            found.add(re.sub(r"['’]s$", "", low))  # Facebook's -> facebook
+    return found
+
+
+def extract_features(
+    question: str,
+    passages: Sequence[str],
+    cosines: Sequence[float],
+    name_similarity: Callable[[Sequence[str]], np.ndarray] | None = None,
+) -> np.ndarray:
+    """One row of FEATURES per passage; all passages of one question at once.
+
+    `name_similarity` (the question's cosine with each candidate name) drops names
+    that restate the question ("Oscars" for "Academy Awards"): they are its topic,
+    shared by every passage, not its answer.
+    """
+    qtype = question_type(question)
+    kinds = _KINDS.get(qtype, set())
+    factoid = 1.0 if kinds else 0.0
+    qwords = words(question)
+    asked = {w.lower() for w in qwords} | {stem(w) for w in qwords}
+    content = list(dict.fromkeys(stem(w) for w in qwords if w.lower() not in STOP))
+    batch = _Batch.of([question, *passages])
+    # per passage, per sentence: (candidate spans, share of the question's words)
+    found_in: list[list[tuple[set[str], float]]] = []
+    for passage in passages:
+        sentences = []
+        for sentence in clauses(passage):
+            here = _candidates(sentence, asked, kinds, batch) if kinds else set()
+            if here:
+                stems = {stem(w) for w in words(sentence)}
+                overlap = sum(c in stems for c in content) / len(content) if content else 0.0
+                sentences.append((here, overlap))
+        found_in.append(sentences)
+    topical = _topical({c for s in found_in for here, _ in s for c in here}, name_similarity)
+    spans = [{c for here, _ in s for c in here - topical} for s in found_in]
+    near = [max((o for here, o in s if here - topical), default=0.0) for s in found_in]
+    shared = Counter(c for found in spans for c in found)
+    others = max(len(passages) - 1, 1)
+    # lift: how far a passage stands above the others retrieved with it. For an open
+    # question ("what is X?") the passage that explains X beats those that only touch
+    # X; unlike a z-score it stays small when all are alike (nothing answers).
+    lift = (np.asarray(cosines, dtype=np.float64) - float(np.mean(cosines))) * (1.0 - factoid)
+    rows = []
+    for cos, found, ans_near, lift_open in zip(cosines, spans, near, lift, strict=True):
+        consensus = max((shared[c] - 1 for c in found), default=0) / others
+        # a shared month and day is far rarer by chance than a shared year or name
+        dates = max((shared[c] - 1 for c in found if _MONTH_DAY.fullmatch(c)), default=0)
+        rows.append(
+            [cos, cos * (1.0 - factoid), consensus, ans_near, factoid, dates / others, lift_open]
+        )
+    return np.asarray(rows, dtype=np.float64).reshape(len(passages), len(FEATURES))
+
+
+def _topical(
+    candidates: set[str], similarity: Callable[[Sequence[str]], np.ndarray] | None
+) -> set[str]:
+    names = sorted(c for c in candidates if c[0].isalpha() and not _MONTH_DAY.fullmatch(c))
+    if similarity is None or not names:
+        return set()
+    return {n for n, cos in zip(names, similarity(names), strict=True) if cos >= TOPICAL_NAME_COS}
+
+
+@dataclass
+class LogisticModel:
+    """score = sigmoid(w · features + b), fit by regularised Newton steps (no sklearn)."""
+
+    weights: list[float]
+    bias: float
+    features: tuple[str, ...] = FEATURES
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        if x.size == 0:
+            return np.zeros(0)
+        z = x @ np.asarray(self.weights) + self.bias
+        return 1.0 / (1.0 + np.exp(-z))
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 50) -> LogisticModel:
+        xb = np.hstack([x, np.ones((len(x), 1))])
+        w = np.zeros(xb.shape[1])
+        reg = np.eye(xb.shape[1]) * l2
+        reg[-1, -1] = 0.0  # the bias is not shrunk
+        for _ in range(steps):
+            p = 1.0 / (1.0 + np.exp(-(xb @ w)))
+            grad = xb.T @ (p - y) + reg @ w
+            hess = (xb * (p * (1 - p))[:, None]).T @ xb + reg
+            step = np.linalg.solve(hess, grad)
+            w -= step
+            if float(np.abs(step).max()) < 1e-8:
+                break
+        return cls(weights=[float(v) for v in w[:-1]], bias=float(w[-1]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"features": list(self.features), "weights": self.weights, "bias": self.bias}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LogisticModel:
+        if tuple(data.get("features", ())) != FEATURES:
+            raise ValueError(
+                f"model features {data.get('features')} are not this crag's {list(FEATURES)}: "
+                "retrain it with `crag train-grader`"
+            )
+        weights = [float(v) for v in data["weights"]]
+        if len(weights) != len(FEATURES) or not all(math.isfinite(v) for v in weights):
+            raise ValueError("model weights are missing or not finite")
+        return cls(weights=weights, bias=float(data["bias"]))
+
+
+# Fit on 519 labelled (question, passage) pairs over news snippets and technical books
+# (held-out ROC AUC 0.91 with folds split by question, against 0.62 for similarity
+# alone); `crag train-grader` refits these on a user's own labels.
+DEFAULT_MODEL = LogisticModel(weights=[1.19, 2.26, 5.21, 0.92, -1.37, 2.05, 2.58], bias=-1.52)
+
+
+class FeatureGrader:
+    """The evaluator above, over any LangChain embeddings."""
+
+    name = "features"
+
+    def __init__(self, embeddings: Embeddings, model: LogisticModel | None = None) -> None:
+        self.embeddings = embeddings
+        self.model = model or DEFAULT_MODEL
+
+    def features(self, question: str, passages: Sequence[str]) -> np.ndarray:
+        if not passages:
+            return np.zeros((0, len(FEATURES)))
+        similarity = QuestionSimilarity(self.embeddings, question)
+        return extract_features(question, passages, list(similarity(passages)), similarity)
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        return [float(s) for s in self.model.predict(self.features(question, passages))]
+
+    async def ascore(self, question: str, passages: Sequence[str]) -> list[float]:
+        return await asyncio.to_thread(self.score, question, passages)

@@ -1,0 +1,86 @@
+"""The graders by name (`Context.grader`), and the two questions every node asks:
+which grader scores this question's documents, and which scores its strips.
+
+Adding a grader is one module and one `GRADERS.register` entry below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from langchain_core.embeddings import Embeddings
+
+from crag.context import Context
+from crag.errors import ProviderError
+from crag.grading.base import RelevanceGrader
+from crag.grading.cascade import CascadeGrader
+from crag.grading.features import FeatureGrader
+from crag.grading.judge import JudgeGrader
+from crag.grading.similarity import SimilarityGrader
+from crag.grading.trained import load_trained_grader
+from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.models.embeddings import make_embeddings
+from crag.registry import Registry
+
+Factory = Callable[[Context, Embeddings], RelevanceGrader]
+GRADERS: Registry[Factory] = Registry("grader")
+
+
+@GRADERS.register("auto", "the trained grader if `crag train-grader` saved one, else features")
+def _auto(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
+    return load_trained_grader(ctx, embeddings) or FeatureGrader(embeddings)
+
+
+@GRADERS.register("features", "crag's built-in feature evaluator, no LLM")
+def _features(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
+    return FeatureGrader(embeddings)
+
+
+@GRADERS.register("trained", "the evaluator saved by `crag train-grader` (required)")
+def _trained(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
+    grader = load_trained_grader(ctx, embeddings, required=True)
+    assert grader is not None  # required=True raises instead
+    return grader
+
+
+@GRADERS.register("similarity", "embedding similarity alone")
+def _similarity(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
+    return SimilarityGrader(embeddings)
+
+
+@GRADERS.register("judge", "the LLM judge (judge_model) on every document")
+def _judge(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
+    spec = ctx.judge_model or ctx.chat_model
+    if spec == EXTRACTIVE:
+        raise ProviderError(f"grader={ctx.grader} needs a chat model (chat_model is 'extractive')")
+    # The in-process llama.cpp engine runs one request at a time, and interleaved
+    # requests lose its prompt-prefix cache: measured 2.7x slower than one by one.
+    return JudgeGrader(make_chat_model(spec, ctx), max_concurrency=1 if spec == "local" else 4)
+
+
+@GRADERS.register("cascade", "auto for clear cases, the LLM judge for the uncertain band")
+def _cascade(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
+    judge = _judge(ctx, embeddings)
+    return CascadeGrader(_auto(ctx, embeddings), judge, ctx.cascade_low, ctx.cascade_high)
+
+
+#: Strips are never sent to the LLM judge (a question has dozens of them, and the judge
+#: costs about a second each): an LLM grader's strips get its cheap stand-in.
+STRIP_STAND_IN = {"judge": "features", "cascade": "auto"}
+
+
+def _build(ctx: Context, name: str) -> RelevanceGrader:
+    factory = GRADERS[name]  # an unknown name fails here, before any model loads
+    return factory(
+        ctx, make_embeddings(ctx.embeddings, threads=ctx.threads, timeout_s=ctx.timeout_s)
+    )
+
+
+def make_grader(ctx: Context) -> RelevanceGrader:
+    """The grader that scores a question's documents (library chunks, web results)."""
+    return _build(ctx, ctx.grader)
+
+
+def make_strip_grader(ctx: Context) -> RelevanceGrader:
+    """The grader that scores a question's strips in refinement."""
+    return _build(ctx, STRIP_STAND_IN.get(ctx.grader, ctx.grader))

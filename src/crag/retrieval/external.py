@@ -1,0 +1,134 @@
+"""External knowledge sources for the web path, chosen by `Context.external`.
+
+Each result is its own `Passage` with a URL or file to cite, never one joined blob.
+Failures raise `SearchError`; the web_search node records them and the run goes on.
+Adding a source is one class here (or in its own module) and one `SOURCES` entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from typing import Protocol
+
+from crag.context import Context
+from crag.errors import ProviderError, SearchError
+from crag.registry import Registry
+from crag.retrieval.library import hit_to_passage, retrieve
+from crag.state import Passage
+
+
+class ExternalSearch(Protocol):
+    name: str
+
+    async def asearch(self, queries: list[str], k: int) -> list[Passage]:
+        """Results for the first query (the rewritten one); others may widen recall."""
+        ...
+
+
+class NoSearch:
+    """external=none: the library is all there is."""
+
+    name = "none"
+
+    async def asearch(self, queries: list[str], k: int) -> list[Passage]:
+        return []
+
+
+class TavilySearch:
+    name = "tavily"
+
+    def __init__(self, api_key: str, base_url: str | None, timeout_s: float) -> None:
+        self.api_key = api_key
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+
+    async def asearch(self, queries: list[str], k: int) -> list[Passage]:
+        from tavily import AsyncTavilyClient  # only when Tavily is the source
+
+        kwargs = {"api_base_url": self.base_url} if self.base_url else {}
+        client = AsyncTavilyClient(api_key=self.api_key, **kwargs)
+        try:
+            response = await asyncio.wait_for(
+                client.search(queries[0], max_results=k, timeout=self.timeout_s),
+                timeout=self.timeout_s + 1,
+            )
+        except TimeoutError as exc:
+            raise SearchError(f"tavily: no answer within {self.timeout_s:g} s") from exc
+        except Exception as exc:  # the client raises its own error types per status
+            raise SearchError(f"tavily: {type(exc).__name__}: {exc}") from exc
+        results = response.get("results") or []
+        passages: list[Passage] = []
+        for i, hit in enumerate(results[:k]):
+            url = str(hit.get("url") or "")
+            title = str(hit.get("title") or url or f"result {i + 1}")
+            passages.append(
+                {
+                    "id": f"web:{url or i}",
+                    "text": str(hit.get("content") or ""),
+                    "origin": "external",
+                    "source": title,
+                    "title": title,
+                    "url": url,
+                    "similarity": float(hit.get("score") or 0.0),
+                }
+            )
+        return [p for p in passages if p["text"].strip()]
+
+
+class CollectionSearch:
+    """external=local: a second Chroma collection stands in for the web, offline.
+
+    Queried with the rewritten query and the original question, since an embedding
+    index (unlike a keyword engine) often does better with the full question.
+    """
+
+    name = "local"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def _search(self, queries: list[str], k: int) -> list[Passage]:
+        best: dict[str, Passage] = {}
+        for query in dict.fromkeys(q for q in queries if q.strip()):
+            try:
+                hits = retrieve(self.ctx, self.ctx.external_collection, query, k)
+            except Exception as exc:
+                name = self.ctx.external_collection
+                raise SearchError(f"local collection {name!r}: {exc}") from exc
+            for hit in hits:
+                passage = hit_to_passage(hit, origin="external")
+                known = best.get(passage["id"])
+                if known is None or passage.get("similarity", 0) > known.get("similarity", 0):
+                    best[passage["id"]] = passage
+        ranked = sorted(best.values(), key=lambda p: -p.get("similarity", 0.0))
+        return ranked[:k]
+
+    async def asearch(self, queries: list[str], k: int) -> list[Passage]:
+        return await asyncio.to_thread(self._search, queries, k)
+
+
+SOURCES: Registry[Callable[[Context], ExternalSearch]] = Registry("external source")
+
+
+@SOURCES.register("local", "a second Chroma collection (external_collection), offline")
+def _local(ctx: Context) -> ExternalSearch:
+    return CollectionSearch(ctx)
+
+
+@SOURCES.register("tavily", "Tavily web search (TAVILY_API_KEY)")
+def _tavily(ctx: Context) -> ExternalSearch:
+    key = os.environ.get("TAVILY_API_KEY")
+    if not key:
+        raise ProviderError("external=tavily needs TAVILY_API_KEY in the environment")
+    return TavilySearch(key, ctx.tavily_base_url, ctx.timeout_s)
+
+
+@SOURCES.register("none", "no external source: decline when the library has nothing")
+def _none(ctx: Context) -> ExternalSearch:
+    return NoSearch()
+
+
+def make_search(ctx: Context) -> ExternalSearch:
+    return SOURCES[ctx.external](ctx)

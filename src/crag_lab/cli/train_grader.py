@@ -1,0 +1,169 @@
+"""`crag train-grader`: fit crag's retrieval evaluator to your library and labels.
+
+Training data: labelled pairs files (`--pairs`, the format of grader_pairs.jsonl),
+pairs generated from the ingested library by the chat model (`--generate N`), or both.
+The fitted model is saved in CRAG_HOME/grader/grader.json with its training metadata;
+`crag ask` then grades with it (grader `auto` or `trained`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from crag.cli.options import add_context_flags, context_from_args
+from crag.context import Context
+from crag.errors import ProviderError
+from crag.grading.features import FeatureGrader
+from crag.grading.trained import save_trained_grader
+from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.models.embeddings import make_embeddings
+from crag.retrieval.library import retrieve
+from crag_lab import fit
+from crag_lab.dataset import Pair, load_pairs
+from crag_lab.metrics import best_accuracy, roc_auc
+from crag_lab.pairs import generate_pairs, library_chunks
+from crag_lab.progress import Bar
+
+NAME = "train-grader"
+HELP = "train crag's retrieval evaluator on labelled pairs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pairs", type=Path, action="append", default=[], help="labelled pairs (JSONL)"
+    )
+    parser.add_argument(
+        "--generate", type=int, default=0, metavar="N", help="generate N questions from the library"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed for --generate")
+    parser.add_argument("--negatives", type=int, default=2, help="hard negatives per question")
+    parser.add_argument("--cv", type=int, default=5, help="cross-validation folds (0: none)")
+    parser.add_argument(
+        "--test-pairs", type=Path, default=None, help="labelled pairs to test the model on"
+    )
+    parser.add_argument("--no-save", action="store_true", help="measure only; save nothing")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="save the model even if it does not beat the built-in features held out",
+    )
+    add_context_flags(parser)
+
+
+def _bar(label: str) -> Callable[[int, int], None]:
+    """A progress callback (done, total) drawn as the lab's progress bar."""
+    bar: Bar | None = None
+
+    def show(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = Bar(total, label)
+        bar.advance(n=done - bar.done)
+        if done >= total:
+            bar.close()
+
+    return show
+
+
+def _generated(ctx: Context, args: argparse.Namespace) -> list[Pair]:
+    if ctx.chat_model == EXTRACTIVE:
+        raise ProviderError("--generate needs a chat model to write questions (not extractive)")
+    chunks = library_chunks(ctx, ctx.collection)
+    cache = ctx.grader_dir / f"generated-{ctx.collection}-seed{args.seed}.jsonl"
+    print(f"generating from {len(chunks)} chunks (cache: {cache})", file=sys.stderr)
+    return generate_pairs(
+        chunks,
+        make_chat_model(ctx.chat_model, ctx, max_tokens=64),
+        lambda query, k: retrieve(ctx, ctx.collection, query, k),
+        cache,
+        count=args.generate,
+        negatives=args.negatives,
+        seed=args.seed,
+        progress=_bar("questions"),
+    )
+
+
+def _line(name: str, auc: float | None, acc: float | None, rate: float | None) -> str:
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f}"
+
+    return f"  {name:<34} {f(auc):>6} {f(acc):>8} {'-' if rate is None else f'{rate:.0f}':>8}"
+
+
+def run(args: argparse.Namespace) -> int:
+    ctx = context_from_args(args)
+    pairs = [pair for path in args.pairs for pair in load_pairs(path)]
+    if args.generate:
+        pairs += _generated(ctx, args)
+    if not pairs:
+        print(
+            "crag train-grader: no training pairs (use --pairs and/or --generate)", file=sys.stderr
+        )
+        return 2
+    grader = FeatureGrader(make_embeddings(ctx.embeddings, threads=ctx.threads))
+    data = fit.featurize(grader, pairs, progress=_bar("featurizing questions"))
+    labels = (data.y > 0.5).tolist()
+    print(f"{len(pairs)} pairs, {len(set(data.groups))} questions, {sum(labels)} relevant")
+    print(f"  {'grader':<34} {'AUC':>6} {'accuracy':>8} {'pairs/s':>8}")
+    default_scores = grader.model.predict(data.x).tolist()
+    builtin_auc = roc_auc(default_scores, labels)
+    print(_line("similarity (on these pairs)", roc_auc(data.x[:, 0].tolist(), labels), None, None))
+    print(
+        _line(
+            "built-in features (on these pairs)",
+            builtin_auc,
+            best_accuracy(default_scores, labels)["accuracy"],
+            data.pairs_per_second,
+        )
+    )
+    cv: dict[str, Any] | None = None
+    if args.cv and len(set(data.groups)) >= args.cv:
+        cv = fit.cross_validate(data, k=args.cv, seed=args.seed)
+        print(_line(f"trained, {args.cv}-fold CV by question", cv["auc"], cv["accuracy"], None))
+    model = fit.train(data)
+    tested: dict[str, Any] | None = None
+    if args.test_pairs:
+        test = fit.featurize(grader, load_pairs(args.test_pairs))
+        tested = fit.evaluate(model, test)
+        print(
+            _line(
+                f"trained, on {args.test_pairs.name}",
+                tested["auc"],
+                tested["best_accuracy"]["accuracy"],
+                test.pairs_per_second,
+            )
+        )
+    if args.no_save:
+        return 0
+    # Pairs generated from a library are noisy labels: a model fitted to them can rank
+    # worse than the built-in weights. Keep it only if it beats them on held-out folds.
+    if cv and builtin_auc is not None and (cv["auc"] or 0.0) <= builtin_auc and not args.force:
+        print(
+            f"not saved: held out, the trained model ranks no better than the built-in "
+            f"features (AUC {cv['auc']:.3f} vs {builtin_auc:.3f}), so crag keeps grading with "
+            "those; --force saves it anyway"
+        )
+        return 0
+    metadata = {
+        "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "pairs_files": [str(p) for p in args.pairs],
+        "generated_questions": args.generate,
+        "seed": args.seed,
+        "pairs": len(pairs),
+        "questions": len(set(data.groups)),
+        "collection": ctx.collection,
+        "cross_validation": {k: v for k, v in (cv or {}).items() if k != "scores"},
+        "pairs_per_second": round(data.pairs_per_second, 1),
+    }
+    path = save_trained_grader(ctx, model.to_dict(), metadata)
+    print(f"saved {path}; `crag ask` now grades with it (grader: trained)")
+    print(
+        "its scores are on a scale of their own: re-fit the thresholds with "
+        "`crag tune QUESTIONS.jsonl --save` on labelled questions"
+    )
+    return 0

@@ -1,0 +1,128 @@
+"""The labelled files of an evaluation set (schema of shared/eval/README.md).
+
+Loading checks the fields the metrics rely on, so a malformed line fails at the
+start with its line number instead of as a KeyError half-way through a long run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from itertools import zip_longest
+from pathlib import Path
+from typing import Any, Literal, NotRequired, TypedDict
+
+Category = Literal["internal", "external", "partial", "none"]
+CATEGORIES: tuple[Category, ...] = ("internal", "external", "partial", "none")
+#: Categories with something to find: support recall and containment are measured on these.
+ANSWERABLE: tuple[Category, ...] = ("internal", "external", "partial")
+VERDICTS = ("correct", "incorrect", "ambiguous")
+
+
+class Support(TypedDict):
+    corpus: str
+    doc: str
+    hint: str
+
+
+class Question(TypedDict):
+    id: str
+    question: str
+    category: Category
+    expected_verdict: str
+    answers: list[str]
+    reference_answer: str
+    support: list[Support]
+
+
+class Pair(TypedDict):
+    qid: str
+    question: str
+    passage: str
+    relevant: bool
+    group: NotRequired[str]  # pairs of one group also get an AUC of their own
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    rows = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc})") from exc
+            if not isinstance(value, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object")
+            rows.append((number, value))
+    if not rows:
+        raise ValueError(f"{path}: no records")
+    return rows
+
+
+def load_questions(path: Path) -> list[Question]:
+    """Questions with a known category and verdict; optional fields get empty defaults."""
+    questions: list[Question] = []
+    for number, row in _read_jsonl(path):
+        where = f"{path}:{number}"
+        for key in ("id", "question", "category", "expected_verdict"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise ValueError(f"{where}: missing or empty {key!r}")
+        if row["category"] not in CATEGORIES:
+            raise ValueError(f"{where}: unknown category {row['category']!r}")
+        if row["expected_verdict"] not in VERDICTS:
+            raise ValueError(f"{where}: unknown expected_verdict {row['expected_verdict']!r}")
+        questions.append(
+            {
+                "id": row["id"],
+                "question": row["question"],
+                "category": row["category"],
+                "expected_verdict": row["expected_verdict"],
+                "answers": [str(a) for a in row.get("answers") or [] if str(a).strip()],
+                "reference_answer": str(row.get("reference_answer") or ""),
+                "support": [
+                    {
+                        "corpus": str(s.get("corpus", "")),
+                        "doc": str(s.get("doc", "")),
+                        "hint": str(s.get("hint", "")),
+                    }
+                    for s in row.get("support") or []
+                    if isinstance(s, dict)
+                ],
+            }
+        )
+    return questions
+
+
+def load_pairs(path: Path) -> list[Pair]:
+    pairs: list[Pair] = []
+    for number, row in _read_jsonl(path):
+        if not all(isinstance(row.get(k), str) for k in ("question", "passage")):
+            raise ValueError(f"{path}:{number}: missing question or passage")
+        if not isinstance(row.get("relevant"), bool):
+            raise ValueError(f"{path}:{number}: 'relevant' must be true or false")
+        pairs.append(
+            {
+                "qid": str(row.get("qid") or row["question"]),
+                "question": row["question"],
+                "passage": row["passage"],
+                "relevant": row["relevant"],
+                "group": str(row.get("group") or "all"),
+            }
+        )
+    return pairs
+
+
+def stratified(questions: Sequence[Question], limit: int | None) -> list[Question]:
+    """The first `limit` questions taken round-robin across categories (file order within
+    each), so that even a small run sees every category and so every verdict."""
+    if limit is None or limit >= len(questions):
+        return list(questions)
+    groups: dict[str, list[Question]] = {}
+    for q in questions:
+        groups.setdefault(q["category"], []).append(q)
+    picked: list[Question] = []
+    for row in zip_longest(*groups.values()):
+        picked.extend(q for q in row if q is not None)
+    return picked[: max(0, limit)]

@@ -1,0 +1,147 @@
+"""One evaluation run end to end: systems, grader pairs, metrics, surface, plots, report.
+
+The Python entry point behind `crag eval`; callers get the metrics dict and the
+records back, and the report folder on disk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from crag.context import Context
+from crag_lab import plots, report
+from crag_lab.baselines import TUTORIAL_CUT
+from crag_lab.dataset import Pair, Question
+from crag_lab.grader_comparison import compare
+from crag_lab.metrics import grader_metrics, system_metrics
+from crag_lab.progress import Bar
+from crag_lab.runner import run_questions, score_pairs
+from crag_lab.tuning import grid, sweep
+
+CONFIG_FIELDS = (
+    "home",
+    "collection",
+    "external",
+    "external_collection",
+    "embeddings",
+    "grader",
+    "chat_model",
+    "judge_model",
+    "k",
+    "lower",
+    "upper",
+    "refine",
+    "strip_sentences",
+    "strip_threshold",
+    "max_strips",
+    "web_k",
+)
+
+
+@dataclass
+class Evaluation:
+    metrics: dict[str, Any]
+    records: dict[str, list[dict[str, Any]]]
+    report: Path
+
+
+def default_out(now: datetime | None = None) -> Path:
+    return Path("reports") / f"eval-{(now or datetime.now()).strftime('%Y%m%d-%H%M%S')}"
+
+
+async def evaluate(
+    questions: Sequence[Question],
+    ctx: Context,
+    *,
+    systems: Sequence[str],
+    out: Path,
+    pairs: Sequence[Pair] | None = None,
+    questions_file: str = "",
+    pairs_file: str = "",
+    quiet: bool = False,
+    grid_step: float = 0.05,
+    graders: Sequence[str] = (),
+) -> Evaluation:
+    started = time.perf_counter()
+    bar = Bar(len(questions) * len(systems), "questions", quiet=quiet)
+    records = await run_questions(questions, ctx, systems, bar)
+    bar.close()
+
+    metrics: dict[str, Any] = {
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "questions_file": questions_file,
+        "pairs_file": pairs_file or None,
+        "n_questions": len(questions),
+        "config": {f: _plain(getattr(ctx, f)) for f in CONFIG_FIELDS},
+        "systems": {s: system_metrics(questions, records[s]) for s in systems},
+        "grader": None,
+        "threshold_surface": None,
+        "threshold_current": None,
+        "notes": {
+            "tokens": "whitespace-separated words",
+            "tutorial_verdict": "all relevant → correct, some → ambiguous, none → incorrect",
+            "latency": "wall seconds per question; systems interleaved question by question",
+        },
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, str] = {}
+
+    if pairs:
+        pair_bar = Bar(len(pairs), "pairs    ", quiet=quiet)
+        scores = await score_pairs(pairs, ctx, pair_bar)
+        pair_bar.close()
+        labels = [p["relevant"] for p in pairs]
+        cuts = {"lower": ctx.lower, "upper": ctx.upper, "tutorial": TUTORIAL_CUT}
+        groups = [p.get("group", "all") for p in pairs]
+        metrics["grader"] = {
+            "name": ctx.grader,
+            **grader_metrics(scores, labels, cuts, groups if len(set(groups)) > 1 else None),
+        }
+        figures["score histograms"] = plots.score_histograms(
+            scores, labels, {"lower": ctx.lower, "upper": ctx.upper}, out / "score_hist.png"
+        ).name
+
+    if "crag" in records:
+        done = [(q, r) for q, r in zip(questions, records["crag"], strict=True) if not r["error"]]
+        scores_by_q = [list(r.get("scores") or []) for _, r in done]
+        expected = [q["expected_verdict"] for q, _ in done]
+        missing = [list(r.get("missing_terms") or []) for _, r in done]
+        if done:
+            axis = grid(grid_step)
+            surface = sweep(scores_by_q, expected, axis, axis, missing)
+            metrics["threshold_surface"] = surface.to_dict()
+            current = sweep(scores_by_q, expected, [ctx.lower], [ctx.upper], missing).accuracy[0, 0]
+            metrics["threshold_current"] = {
+                "lower": ctx.lower,
+                "upper": ctx.upper,
+                "accuracy": float(current),
+            }
+            figures["threshold surface"] = plots.threshold_surface(
+                metrics["threshold_surface"], (ctx.lower, ctx.upper), out / "threshold_surface.png"
+            ).name
+
+    if graders:
+        metrics["graders"] = await compare(graders, ctx, questions, pairs or [], quiet=quiet)
+
+    matrices = {
+        s: m["confusion"]["matrix"]
+        for s, m in metrics["systems"].items()
+        if m["confusion"]["matrix"]
+    }
+    if matrices:
+        figures["confusion matrices"] = plots.confusion_matrices(
+            matrices, out / "confusion.png"
+        ).name
+    figures["latency"] = plots.latency_by_route(records, out / "latency.png").name
+    metrics["seconds"] = round(time.perf_counter() - started, 2)
+    path = report.write(out, metrics, records, figures)
+    return Evaluation(metrics, records, path)
+
+
+def _plain(value: Any) -> Any:
+    return str(value) if isinstance(value, Path) else value

@@ -1,0 +1,286 @@
+"""Metric functions: pure, numpy only, so each one can be checked on hand-made inputs.
+
+Every system (crag and the baselines) is measured by the same `system_metrics` over
+records of one shape (see `crag.evaluation.records`), so a difference in a table is a
+difference between systems, never between two metric implementations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from crag.nodes.generate import is_refusal
+from crag_lab.dataset import ANSWERABLE, CATEGORIES, VERDICTS, Question
+
+# --- the grader as a classifier ----------------------------------------------------------
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """Area under the ROC curve = P(a random positive outscores a random negative),
+    ties counting one half (the Mann-Whitney statistic, with average ranks).
+    None when one class is missing."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=bool)
+    n_pos = int(y.sum())
+    n_neg = len(y) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    average_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based, ties averaged
+    ranks = average_rank[inverse]
+    u = ranks[y].sum() - n_pos * (n_pos + 1) / 2.0
+    return float(u / (n_pos * n_neg))
+
+
+def classify(scores: Sequence[float], labels: Sequence[bool], threshold: float) -> dict[str, Any]:
+    """A pair is predicted relevant when its score >= threshold (the rule that makes a
+    document "good" in the grade node). Undefined precision/recall/F1 count as 0."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=bool)
+    pred = s >= threshold
+    tp = int((pred & y).sum())
+    fp = int((pred & ~y).sum())
+    fn = int((~pred & y).sum())
+    tn = int((~pred & ~y).sum())
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "threshold": threshold,
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "accuracy": (tp + tn) / len(y) if len(y) else 0.0,
+    }
+
+
+def best_accuracy(scores: Sequence[float], labels: Sequence[bool]) -> dict[str, float]:
+    """The best accuracy any single cut-off reaches (an upper bound for a tuned threshold)."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=bool)
+    if not len(s):
+        return {"threshold": 0.0, "accuracy": 0.0}
+    cuts = np.unique(np.concatenate([s, [np.inf]]))
+    accs = [float(((s >= c) == y).mean()) for c in cuts]
+    i = int(np.argmax(accs))
+    return {"threshold": float(cuts[i]), "accuracy": accs[i]}
+
+
+def grader_metrics(
+    scores: Sequence[float],
+    labels: Sequence[bool],
+    thresholds: Mapping[str, float],
+    groups: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """AUC, classification at each named threshold, best accuracy, and AUC per group."""
+    result: dict[str, Any] = {
+        "n": len(scores),
+        "positives": int(sum(bool(x) for x in labels)),
+        "auc": roc_auc(scores, labels),
+        "at": {name: classify(scores, labels, t) for name, t in thresholds.items()},
+        "best_accuracy": best_accuracy(scores, labels),
+    }
+    if groups is not None:
+        by: dict[str, Any] = {}
+        for group in sorted(set(groups)):
+            idx = [i for i, g in enumerate(groups) if g == group]
+            by[group] = {
+                "n": len(idx),
+                "auc": roc_auc([scores[i] for i in idx], [labels[i] for i in idx]),
+            }
+        result["by_group"] = by
+    return result
+
+
+# --- verdicts ----------------------------------------------------------------------------
+
+
+def confusion(
+    expected: Sequence[str], predicted: Sequence[str | None], labels: Sequence[str] = VERDICTS
+) -> list[list[int]]:
+    """Counts, rows = expected, columns = predicted, in `labels` order; pairs whose
+    prediction is not a label (a system without verdicts) are left out."""
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = [[0] * len(labels) for _ in labels]
+    for exp, pred in zip(expected, predicted, strict=True):
+        if exp in index and pred in index:
+            matrix[index[exp]][index[pred]] += 1
+    return matrix
+
+
+def accuracy(expected: Sequence[str], predicted: Sequence[str | None]) -> float | None:
+    pairs = [(e, p) for e, p in zip(expected, predicted, strict=True) if p is not None]
+    if not pairs:
+        return None
+    return sum(e == p for e, p in pairs) / len(pairs)
+
+
+# --- latency -----------------------------------------------------------------------------
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """The q-th percentile (0-100), linear interpolation between order statistics
+    (numpy's default); None for no values."""
+    data = sorted(float(v) for v in values)
+    if not data:
+        return None
+    rank = (len(data) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(data) - 1)
+    return data[low] + (data[high] - data[low]) * (rank - low)
+
+
+def latency_summary(values: Sequence[float]) -> dict[str, Any]:
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "mean": float(np.mean(values)) if len(values) else None,
+    }
+
+
+# --- answers and contexts ------------------------------------------------------------------
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def contains_any(text: str, answers: Sequence[str]) -> bool:
+    """Case- and whitespace-insensitive containment of any of the answer aliases."""
+    haystack = _norm(text)
+    return any(_norm(a) and _norm(a) in haystack for a in answers)
+
+
+def file_name(source: str) -> str:
+    return PurePosixPath(source.replace("\\", "/")).name.lower()
+
+
+def support_hit(question: Question, context: Sequence[Mapping[str, Any]]) -> bool:
+    """The final context supports the question: it contains one of the `answers`, or
+    a kept strip comes from a labelled support document (same file name)."""
+    text = " ".join(str(entry.get("text", "")) for entry in context)
+    if question["answers"] and contains_any(text, question["answers"]):
+        return True
+    docs = {file_name(s["doc"]) for s in question["support"] if s["doc"]}
+    return any(file_name(str(entry.get("source", ""))) in docs for entry in context)
+
+
+def full_support(question: Question, context: Sequence[Mapping[str, Any]]) -> bool:
+    """Every corpus named in `support` contributes a support document to the context:
+    what a partial question needs (part of it is only in the books, part only outside)."""
+    sources = {file_name(str(entry.get("source", ""))) for entry in context}
+    corpora: dict[str, set[str]] = {}
+    for s in question["support"]:
+        if s["doc"]:
+            corpora.setdefault(s["corpus"], set()).add(file_name(s["doc"]))
+    return bool(corpora) and all(docs & sources for docs in corpora.values())
+
+
+def tokens(text: str) -> int:
+    """Whitespace-separated tokens: model-free, and the ratio is what matters."""
+    return len(text.split())
+
+
+def _rate(flags: Sequence[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
+
+
+def route_of(record: Mapping[str, Any]) -> str:
+    """The verdict that chose the path (`ungraded` for a system without verdicts)."""
+    return str(record.get("verdict") or "ungraded")
+
+
+def system_metrics(
+    questions: Sequence[Question], records: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Every per-system metric over records aligned with `questions` (same order)."""
+    if len(questions) != len(records):
+        raise ValueError("one record per question is needed")
+    ok = [(q, r) for q, r in zip(questions, records, strict=True) if not r.get("error")]
+    expected = [q["expected_verdict"] for q, _ in ok]
+    predicted = [r.get("verdict") for _, r in ok]
+    graded = any(p is not None for p in predicted)
+
+    by_category: dict[str, Any] = {}
+    for cat in CATEGORIES:
+        rows = [(q, r) for q, r in ok if q["category"] == cat]
+        by_category[cat] = {
+            "n": len(rows),
+            "verdict_accuracy": accuracy(
+                [q["expected_verdict"] for q, _ in rows], [r.get("verdict") for _, r in rows]
+            ),
+            "support_recall": _rate([support_hit(q, r["context"]) for q, r in rows])
+            if cat in ANSWERABLE
+            else None,
+        }
+
+    answerable = [(q, r) for q, r in ok if q["category"] in ANSWERABLE]
+    supported = [support_hit(q, r["context"]) for q, r in answerable]
+    with_answers = [(q, r) for q, r in answerable if q["answers"]]
+    partial = [full_support(q, r["context"]) for q, r in ok if q["category"] == "partial"]
+    nothing = [r for q, r in ok if q["category"] == "none"]
+    refused_none = [is_refusal(str(r.get("answer", ""))) for r in nothing]
+    answered_answerable = [not is_refusal(str(r.get("answer", ""))) for _, r in answerable]
+
+    context_tokens = [int(r["context_tokens"]) for _, r in ok]
+    retrieved_tokens = [int(r["retrieved_tokens"]) for _, r in ok]
+    per_question = [c / t for c, t in zip(context_tokens, retrieved_tokens, strict=True) if t]
+
+    seconds = [float(r["seconds"]) for _, r in ok]
+    routes: dict[str, list[float]] = {}
+    paths: dict[str, str] = {}
+    for _, r in ok:
+        routes.setdefault(route_of(r), []).append(float(r["seconds"]))
+        paths.setdefault(route_of(r), " > ".join(r.get("path") or []))
+
+    return {
+        "n": len(records),
+        "errors": len(records) - len(ok),
+        "verdict_accuracy": accuracy(expected, predicted) if graded else None,
+        "confusion": {
+            "labels": list(VERDICTS),
+            "matrix": confusion(expected, predicted) if graded else None,
+        },
+        "by_category": by_category,
+        "support_recall": _rate(supported),
+        "support_n": len(supported),
+        "partial_full_support": _rate(partial),
+        "answer_containment": _rate(
+            [contains_any(str(r.get("answer", "")), q["answers"]) for q, r in with_answers]
+        ),
+        "answer_containment_n": len(with_answers),
+        "none": {
+            "n": len(nothing),
+            "refusal_rate": _rate(refused_none),
+            # nothing in either corpus answers these: every answer given is unsupported
+            "confident_wrong_rate": _rate([not r for r in refused_none]),
+        },
+        "answerable_refusal_rate": _rate([not a for a in answered_answerable]),
+        "unsupported_answer_rate": _rate(
+            [a and not s for a, s in zip(answered_answerable, supported, strict=True)]
+        ),
+        "web_search_rate": _rate([bool(r.get("web_query")) for _, r in ok]),
+        "compression": {
+            "context_tokens": sum(context_tokens),
+            "retrieved_tokens": sum(retrieved_tokens),
+            "ratio": sum(context_tokens) / sum(retrieved_tokens) if sum(retrieved_tokens) else None,
+            "mean_ratio": float(np.mean(per_question)) if per_question else None,
+        },
+        "latency": {
+            "all": latency_summary(seconds),
+            "by_route": {
+                route: {**latency_summary(values), "path": paths[route]}
+                for route, values in sorted(routes.items())
+            },
+        },
+    }

@@ -1,0 +1,215 @@
+"""The evaluation report: metrics.json, records.jsonl and a Markdown summary.
+
+metrics.json holds every number; the Markdown puts crag and the baselines side by
+side and says how each number is defined, so the report reads on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from crag_lab.dataset import ANSWERABLE, CATEGORIES, VERDICTS
+
+DEFINITIONS = """\
+- **verdict accuracy**: share of questions whose verdict equals `expected_verdict`. The
+  tutorial baseline has no verdicts of its own; its route is mapped onto crag's scale (all
+  documents relevant → correct, some → ambiguous, none → incorrect). Naive RAG grades nothing.
+- **support recall**: share of answerable questions (internal, external, partial) whose final
+  context (the strips handed to the generator) contains one of `answers` (case-insensitive) or
+  comes partly from a labelled support document (same file name).
+- **partial: both sources in context**: share of partial questions whose context holds a
+  support document from every corpus their `support` names (books and external).
+- **answer containment**: share of answerable questions with `answers` whose answer contains
+  one of them. With `--no-llm` answers are extractive (the best strips verbatim; for the
+  baselines, which do not refine, whole chunks), so this mostly measures the context.
+- **none: refusal / confident wrong**: on questions no corpus answers, the share declined, and
+  the share answered anyway (nothing supports any answer to these).
+- **unsupported answers**: answerable questions answered although the context holds no support.
+- **compression**: tokens of the final context / tokens of everything fetched (library chunks
+  and web results), summed over questions. Tokens are whitespace-separated words.
+- **latency**: wall time of the whole question, in seconds, per verdict path.
+- **grader**: the run's grader as a classifier of the labelled pairs: a pair is predicted
+  relevant when its score >= the threshold (`lower` decides good documents; `upper` decides
+  `correct`; 0.5 is the tutorial's cut). ROC AUC with ties counted one half."""
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def systems_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
+    """crag and the baselines side by side, one row per headline metric."""
+    names = list(systems)
+
+    def row(label: str, get: Any) -> list[Any]:
+        return [label, *(get(systems[s]) for s in names)]
+
+    rows = [
+        row("questions (errors)", lambda m: f"{m['n']} ({m['errors']})"),
+        row("verdict accuracy", lambda m: m["verdict_accuracy"]),
+        row("support recall", lambda m: m["support_recall"]),
+        row("partial: both sources in context", lambda m: m["partial_full_support"]),
+        row(
+            "answer containment",
+            lambda m: m["answer_containment"],
+        ),
+        row("none: refusal rate", lambda m: m["none"]["refusal_rate"]),
+        row("none: confident wrong", lambda m: m["none"]["confident_wrong_rate"]),
+        row("answerable: refused", lambda m: m["answerable_refusal_rate"]),
+        row("answerable: unsupported answer", lambda m: m["unsupported_answer_rate"]),
+        row("web search rate", lambda m: m["web_search_rate"]),
+        row("compression (context/retrieved)", lambda m: m["compression"]["ratio"]),
+        row(
+            "context tokens / question",
+            lambda m: round(m["compression"]["context_tokens"] / max(1, m["n"])),
+        ),
+        row("latency p50 (s)", lambda m: m["latency"]["all"]["p50"]),
+        row("latency p95 (s)", lambda m: m["latency"]["all"]["p95"]),
+    ]
+    return _table(["metric", *names], rows)
+
+
+def category_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
+    names = list(systems)
+    rows = []
+    for cat in CATEGORIES:
+        n = next(iter(systems.values()))["by_category"][cat]["n"]
+        cells: list[Any] = [f"{cat} ({n})"]
+        for s in names:
+            c = systems[s]["by_category"][cat]
+            cells.append(
+                f"{fmt(c['verdict_accuracy'])} / {fmt(c['support_recall'])}"
+                if cat in ANSWERABLE
+                else fmt(c["verdict_accuracy"])
+            )
+        rows.append(cells)
+    return _table(["category (n)", *(f"{s}: verdict acc / support" for s in names)], rows)
+
+
+def confusion_table(system: str, matrix: Sequence[Sequence[int]]) -> str:
+    rows = [[f"expected {v}", *matrix[i]] for i, v in enumerate(VERDICTS)]
+    return f"**{system}**\n\n" + _table(["", *(f"→ {v}" for v in VERDICTS)], rows)
+
+
+def latency_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
+    rows = []
+    for s, m in systems.items():
+        for route, lat in m["latency"]["by_route"].items():
+            rows.append([s, route, lat["path"], lat["n"], lat["p50"], lat["p95"], lat["mean"]])
+    return _table(["system", "verdict", "path", "n", "p50 (s)", "p95 (s)", "mean (s)"], rows)
+
+
+def grader_table(grader: Mapping[str, Any]) -> str:
+    rows = [
+        [name, c["threshold"], c["precision"], c["recall"], c["f1"], c["accuracy"]]
+        for name, c in grader["at"].items()
+    ]
+    best = grader["best_accuracy"]
+    rows.append(["best single cut", best["threshold"], None, None, None, best["accuracy"]])
+    head = f"ROC AUC {fmt(grader['auc'])} on {grader['n']} pairs ({grader['positives']} relevant)"
+    if grader.get("by_group"):
+        head += "; by source: " + ", ".join(
+            f"{g} {fmt(v['auc'])} (n={v['n']})" for g, v in grader["by_group"].items()
+        )
+    return (
+        head
+        + "\n\n"
+        + _table(["threshold", "value", "precision", "recall", "F1", "accuracy"], rows)
+    )
+
+
+def surface_summary(surface: Mapping[str, Any], current: Mapping[str, Any]) -> str:
+    best = surface["best"]
+    return (
+        f"Best on this set: lower = {best['lower']:.2f}, upper = {best['upper']:.2f} → "
+        f"verdict accuracy {best['accuracy']:.3f} (n = {surface['n']}); current lower = "
+        f"{current['lower']:.2f}, upper = {current['upper']:.2f} → {fmt(current['accuracy'])}."
+    )
+
+
+def surface_grid(surface: Mapping[str, Any], every: int = 2) -> str:
+    """The accuracy surface as a text table (every `every`-th grid line)."""
+    lowers, uppers = surface["lowers"], surface["uppers"]
+    cols = list(range(0, len(uppers), every))
+    rows = []
+    for i in range(0, len(lowers), every):
+        row: list[Any] = [f"{lowers[i]:.2f}"]
+        for j in cols:
+            v = surface["accuracy"][i][j]
+            row.append("" if v is None else f"{v:.2f}")
+        rows.append(row)
+    return _table(["lower \\ upper", *(f"{uppers[j]:.2f}" for j in cols)], rows)
+
+
+def graders_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    header = ["grader", "AUC", "F1 at lower", "accuracy at lower", "best accuracy", "pairs/s"]
+    header.append("verdict accuracy")
+    keys = ("auc", "f1", "accuracy", "best_accuracy", "pairs_per_second", "verdict_accuracy")
+    return _table(header, [[r["grader"], *(fmt(r.get(k)) for k in keys)] for r in rows])
+
+
+def markdown(metrics: Mapping[str, Any], plots: Mapping[str, str]) -> str:
+    systems = metrics["systems"]
+    cfg = metrics["config"]
+    parts = [
+        "# crag evaluation",
+        f"{metrics['created']} · questions: `{metrics['questions_file']}` "
+        f"({metrics['n_questions']} run) · pairs: `{metrics.get('pairs_file') or '–'}`",
+        "Configuration: " + ", ".join(f"{k} = `{v}`" for k, v in cfg.items() if k not in ("home",)),
+        "## Systems side by side",
+        systems_table(systems),
+        "## By category",
+        category_table(systems),
+    ]
+    graded = {s: m["confusion"]["matrix"] for s, m in systems.items() if m["confusion"]["matrix"]}
+    if graded:
+        parts.append("## Verdict confusion (rows expected, columns predicted)")
+        parts += [confusion_table(s, mat) for s, mat in graded.items()]
+    parts += ["## Latency by verdict path", latency_table(systems)]
+    if metrics.get("grader"):
+        parts += [f"## Grader on labelled pairs ({cfg['grader']})", grader_table(metrics["grader"])]
+    if metrics.get("graders"):
+        parts += ["## Graders side by side", graders_table(metrics["graders"])]
+    if metrics.get("threshold_surface"):
+        surface = metrics["threshold_surface"]
+        parts += [
+            "## Threshold surface (crag's document scores, replayed)",
+            surface_summary(surface, metrics["threshold_current"]),
+            surface_grid(surface),
+        ]
+    if plots:
+        parts.append("## Plots")
+        parts += [f"![{name}]({file})" for name, file in plots.items()]
+    parts += ["## Definitions", DEFINITIONS]
+    return "\n\n".join(parts) + "\n"
+
+
+def write(
+    out: Path,
+    metrics: Mapping[str, Any],
+    records: Mapping[str, Sequence[Mapping[str, Any]]],
+    plots: Mapping[str, str],
+) -> Path:
+    """Write metrics.json, records.jsonl and report.md into `out`; returns report.md."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    with (out / "records.jsonl").open("w", encoding="utf-8") as fh:
+        for rows in records.values():
+            for r in rows:
+                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    report = out / "report.md"
+    report.write_text(markdown(metrics, plots))
+    return report

