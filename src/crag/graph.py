@@ -83,15 +83,18 @@ def build() -> StateGraph[State, Context, InputState, State]:
 
 
 @functools.cache
-def steps(*names: str) -> Graph:
-    """Some of crag's nodes in a line, e.g. `steps("retrieve", "grade")`: the same nodes
-    and state as the full graph, for runs that need only part of it (tuning, baselines)."""
+def steps(*nodes: str | tuple[str, Node]) -> Graph:
+    """Nodes in a line, each crag's by name or a (name, node) pair: the same nodes and
+    state as the full graph, for runs that need part of it (tuning, baselines).
+    E.g. `steps("retrieve", "grade")`."""
+    named = [(n, NODES[n]) if isinstance(n, str) else n for n in nodes]
     builder = StateGraph(State, context_schema=Context, input_schema=InputState)
-    for name in names:
-        builder.add_node(name, NODES[name])
-    for a, b in zip([START, *names], [*names, END], strict=True):
+    for name, node in named:
+        builder.add_node(name, node)
+    order = [name for name, _ in named]
+    for a, b in zip([START, *order], [*order, END], strict=True):
         builder.add_edge(a, b)
-    return builder.compile(name="crag:" + "+".join(names))
+    return builder.compile(name="+".join(order))
 
 
 # No checkpointer: `langgraph dev` adds its own persistence (and refuses one here).

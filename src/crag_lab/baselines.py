@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 from crag.context import Context
 from crag.grading.base import RelevanceGrader
 from crag.grading.registry import make_grader
-from crag.graph import NODES, Graph
+from crag.graph import NODES, Graph, steps
 from crag.nodes.refine import position
 from crag.nodes.trail import context_of
 from crag.state import InputState, Passage, State, Strip, Verdict
@@ -47,12 +47,12 @@ def whole_documents(docs: Sequence[Passage]) -> list[Strip]:
     ]
 
 
-async def all_retrieved(state: State) -> dict[str, Any]:
+async def all_retrieved(state: State, *, runtime: Runtime[Context]) -> dict[str, Any]:
     """Naive RAG's context: every retrieved chunk, whole."""
     return {"kept_strips": whole_documents(state.get("docs") or [])}
 
 
-async def relevant_and_web(state: State) -> dict[str, Any]:
+async def relevant_and_web(state: State, *, runtime: Runtime[Context]) -> dict[str, Any]:
     """The tutorial's context: the documents graded relevant, then the web results."""
     docs = [*(state.get("good_docs") or []), *(state.get("web_docs") or [])]
     return {"kept_strips": whole_documents(docs)}
@@ -99,18 +99,6 @@ def any_irrelevant(state: State) -> Literal["rewrite", "context"]:
     return "rewrite" if len(state.get("good_docs") or []) < len(docs) or not docs else "context"
 
 
-def _naive() -> Graph:
-    builder = StateGraph(State, context_schema=Context, input_schema=InputState)
-    builder.add_node("retrieve", NODES["retrieve"])
-    builder.add_node("context", all_retrieved)
-    builder.add_node("generate", NODES["generate"])
-    builder.add_edge(START, "retrieve")
-    builder.add_edge("retrieve", "context")
-    builder.add_edge("context", "generate")
-    builder.add_edge("generate", END)
-    return builder.compile(name="naive-rag")
-
-
 def _tutorial() -> Graph:
     builder = StateGraph(State, context_schema=Context, input_schema=InputState)
     builder.add_node("retrieve", NODES["retrieve"])
@@ -128,7 +116,8 @@ def _tutorial() -> Graph:
     return builder.compile(name="tutorial-rag")
 
 
-NAIVE, TUTORIAL = _naive(), _tutorial()
+NAIVE = steps("retrieve", ("context", all_retrieved), "generate")
+TUTORIAL = _tutorial()
 
 
 async def naive_rag(question: str, ctx: Context) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """PNG figures of an evaluation (matplotlib, Agg backend: no display needed).
 
-matplotlib is imported inside each function so importing crag never pays for it.
+matplotlib is imported inside each function: a run that draws nothing never pays for it.
 """
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from crag_lab.metrics import route_of
 
@@ -77,7 +79,6 @@ def threshold_surface(
     surface: Mapping[str, Any], current: tuple[float, float] | None, path: Path
 ) -> Path:
     """Verdict accuracy over (lower, upper), with the best and the current point marked."""
-    import numpy as np
 
     plt = _pyplot()
     lowers, uppers = surface["lowers"], surface["uppers"]

@@ -30,7 +30,14 @@ from crag.filelock import LockBusy, exclusive
 from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
 from crag.ingest.loaders import SUPPORTED, LoadError, kind_of, load_document, read_bytes, sha256_hex
 from crag.models.embeddings import make_embeddings
-from crag.retrieval.library import get_collection, iter_records, open_client
+from crag.retrieval.library import (
+    delete,
+    get_collection,
+    iter_records,
+    open_client,
+    vectors_by,
+    write,
+)
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
@@ -43,7 +50,6 @@ Status = Literal["indexed", "updated", "resumed", "unchanged", "failed"]
 #: and little lost work on a crash, large enough to keep the model busy.
 BATCH_SIZE = 64
 _SCAN_PAGE = 5000
-_GET_IN_LIMIT = 250
 
 
 @dataclass
@@ -352,7 +358,7 @@ class Ingestor:
             version = file_version(file_hash, self.chunker)
             if stored.is_complete(version):
                 stale = sorted(set(stored.ids) - stored.version_ids(version))
-                self._delete(collection, stale)
+                delete(collection, stale)
                 report.status, report.deleted = "unchanged", len(stale)
                 report.chunks = len(stored.version_ids(version))
                 return report
@@ -389,11 +395,12 @@ class Ingestor:
         try:
             for batch in _batched(todo, self.batch_size):
                 vectors, embedded = self._vectors(collection, [c for _, c in batch])
-                collection.upsert(
-                    ids=[cid for cid, _ in batch],
-                    embeddings=vectors,
-                    documents=[c.text for _, c in batch],
-                    metadatas=[_metadata(base_meta, c) for _, c in batch],
+                write(
+                    collection,
+                    [cid for cid, _ in batch],
+                    vectors,
+                    [c.text for _, c in batch],
+                    [_metadata(base_meta, c) for _, c in batch],
                 )
                 written.extend(cid for cid, _ in batch)
                 report.embedded += embedded
@@ -404,13 +411,13 @@ class Ingestor:
         except Exception as exc:
             # Put the file back as it was: its older version, if any, is still complete.
             with contextlib.suppress(Exception):
-                self._delete(collection, written)
+                delete(collection, written)
             raise _Fatal(f"{source}: {_describe(exc)}") from exc
 
         keep = set(ids)
         old = sorted(i for i in stored.ids if i not in keep)
         had_complete = bool(stored.complete_versions() - {version})
-        self._delete(collection, old)
+        delete(collection, old)
         report.deleted = len(old)
         report.status = "updated" if had_complete else ("resumed" if present else "indexed")
         report.seconds = time.perf_counter() - started
@@ -419,17 +426,8 @@ class Ingestor:
     def _vectors(self, collection: Collection, chunks: list[Chunk]) -> tuple[list[Any], int]:
         """Vectors for `chunks`: reused from any chunk with the same text, else embedded."""
         hashes = [sha256_hex(c.text) for c in chunks]
-        known: dict[str, Any] = {}
         unique = sorted(set(hashes))
-        for part in _batched(unique, _GET_IN_LIMIT):
-            where: Any = {"content_hash": {"$in": list(part)}}
-            got = collection.get(where=where, include=["embeddings", "metadatas"])
-            embeddings = got.get("embeddings")
-            if embeddings is None:
-                continue
-            for meta, vector in zip(got.get("metadatas") or [], embeddings, strict=False):
-                if meta and meta.get("content_hash") not in known:
-                    known[str(meta["content_hash"])] = [float(x) for x in vector]
+        known: dict[str, Any] = vectors_by(collection, "content_hash", unique)
         missing = [h for h in unique if h not in known]
         if missing:
             text_of = {h: c.text for h, c in zip(hashes, chunks, strict=True)}
@@ -443,15 +441,11 @@ class Ingestor:
             known.update(zip(missing, vectors, strict=True))
         return [known[h] for h in hashes], len(missing)
 
-    def _delete(self, collection: Collection, ids: Sequence[str]) -> None:
-        for part in _batched(ids, _SCAN_PAGE):
-            collection.delete(ids=list(part))
-
     def _prune(self, collection: Collection, stored: dict[str, _Stored], present: set[str]) -> None:
         gone = sorted(s for s in stored if s not in present)
         for source in gone:
             ids = sorted(stored[source].ids)
-            self._delete(collection, ids)
+            delete(collection, ids)
             self.summary.chunks_pruned += len(ids)
         self.summary.pruned = gone
         if gone:

@@ -68,7 +68,7 @@ def _load_engine(path: str, n_ctx: int, threads: int) -> _Engine:
         if engine is not None:
             return engine
         try:
-            import xllamacpp as xlc
+            import xllamacpp as xlc  # the optional `crag[local]` extra
         except ImportError as exc:
             raise ProviderError(
                 "the local chat model needs xllamacpp; install it with: pip install 'crag[local]'"

@@ -88,7 +88,7 @@ class MiniLMEmbeddings(Embeddings):
             if self._session is not None:
                 return
             try:
-                import onnxruntime as ort
+                import onnxruntime as ort  # loaded with the model, not with crag
                 from tokenizers import Tokenizer
             except ImportError as exc:
                 raise ProviderError(

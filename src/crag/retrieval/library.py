@@ -268,6 +268,47 @@ def iter_records(
         offset += len(ids)
 
 
+# Chroma caps the ids of one delete and the values of one `$in` filter.
+_DELETE_BATCH = 5000
+_IN_BATCH = 250
+
+
+def write(
+    collection: Collection,
+    ids: Sequence[str],
+    vectors: Sequence[Any],
+    texts: Sequence[str],
+    metadatas: Sequence[dict[str, Any]],
+) -> None:
+    """Insert or replace chunks with the vectors crag computed (never Chroma's own)."""
+    collection.upsert(
+        ids=list(ids),
+        embeddings=list(vectors),
+        documents=list(texts),
+        metadatas=list(metadatas),
+    )
+
+
+def delete(collection: Collection, ids: Sequence[str]) -> None:
+    for start in range(0, len(ids), _DELETE_BATCH):
+        collection.delete(ids=list(ids[start : start + _DELETE_BATCH]))
+
+
+def vectors_by(collection: Collection, key: str, values: Sequence[str]) -> dict[str, list[float]]:
+    """The stored vector of one chunk per metadata value `key` (e.g. a content hash)."""
+    known: dict[str, list[float]] = {}
+    for start in range(0, len(values), _IN_BATCH):
+        where: Any = {key: {"$in": list(values[start : start + _IN_BATCH])}}
+        got = collection.get(where=where, include=["embeddings", "metadatas"])
+        embeddings = got.get("embeddings")
+        if embeddings is None:
+            continue
+        for meta, vector in zip(got.get("metadatas") or [], embeddings, strict=False):
+            if meta and meta.get(key) not in known:
+                known[str(meta[key])] = [float(x) for x in vector]
+    return known
+
+
 def contains_any(ctx: Context, collection_name: str, forms: Sequence[str]) -> bool:
     """Whether some chunk contains one of `forms` verbatim (Chroma's full-text index)."""
     collection = get_collection(open_client(ctx), collection_name)
