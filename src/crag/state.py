@@ -25,6 +25,7 @@ class Passage(TypedDict):
     page: NotRequired[str]  # as a reader would cite it (page label or 1-based number)
     url: NotRequired[str]
     title: NotRequired[str]
+    published: NotRequired[str]  # an external result's date, as its source gave it
     similarity: NotRequired[float]  # retrieval similarity in [0, 1]
     score: NotRequired[float]  # grader relevance score in [0, 1]
 

@@ -10,6 +10,65 @@ joined to their word and a cut at every clause or snippet break.
 from __future__ import annotations
 
 import re
+import unicodedata
+
+# --- one normal form for library text, questions and external results ----------------------
+
+# Typeset text writes what people type in ASCII in other characters.
+_FOLD = str.maketrans(
+    {
+        **dict.fromkeys("×✕✖⨯", "x"),  # 3 × 3
+        **dict.fromkeys("‐‑‒–—―−﹣－", "-"),  # en/em dashes, minus signs
+        **dict.fromkeys("‘’‛′", "'"),
+        **dict.fromkeys("“”„″", '"'),
+        "\u00ad": None,  # soft hyphen
+    }
+)
+# "normal-\nization": a word hyphenated across a line break is one word.
+_LINE_BREAK_HYPHEN = re.compile(r"(?<=[^\W\d_])-\n(?=[^\W\d_])")
+
+
+def _greek_names() -> dict[str, str]:
+    names = {}
+    for code in range(0x0391, 0x03FF):
+        ch = chr(code)
+        name = unicodedata.name(ch, "")
+        if name.startswith("GREEK") and " LETTER " in name:
+            # Unicode spells lambda "LAMDA"
+            names[ch] = name.rsplit(" ", 1)[-1].lower().replace("lamda", "lambda")
+    return names
+
+
+_GREEK = str.maketrans(_greek_names())
+_GREEK_SPACED = str.maketrans({ch: f" {name} " for ch, name in _greek_names().items()})
+
+
+def normalize(text: str, *, spaced_greek: bool = False) -> str:
+    """The form in which crag compares texts: NFKC (ligatures, sub- and superscript
+    digits, full-width forms), accents dropped, typographic folding (× to x, dashes and
+    minus signs to "-", curly quotes to straight, soft hyphens dropped), words
+    hyphenated across a line break rejoined, Greek letters written as their names
+    ("2πσ" as "2pisigma", or with `spaced_greek` as "2 pi sigma"). Case is kept.
+
+    People type questions in ASCII ("beta", "3x3", "-"); books and web pages are
+    typeset ("β", "3×3", "–"): comparing both in this form makes them meet.
+    """
+    text = unicodedata.normalize("NFKC", text).translate(_FOLD)
+    text = _LINE_BREAK_HYPHEN.sub("", text)
+    if text.isascii():
+        return text
+    # accents and other combining marks ("σ̂", "é") do not make another word
+    text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return text.translate(_GREEK_SPACED if spaced_greek else _GREEK)
+
+
+_FOLDED_WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def folded_words(text: str) -> list[str]:
+    """Lower-case words of the normal form, hyphenated compounds whole ("tf-idf")."""
+    return _FOLDED_WORD.findall(normalize(text).lower())
+
 
 STOPWORDS = frozenset(
     """a an the and or but if then else of in on at to for from by with without about as
@@ -96,15 +155,13 @@ def keyword_query(question: str, max_terms: int = 8) -> str:
 # --- words and clauses for the grader's answer-type features ---------------------------------
 
 WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?(?:[.\-][A-Za-z0-9]+)*")
-# A search snippet's leading date stamp ("Nov 12, 2023 ...") is no part of its text.
-_DATESTAMP = re.compile(r"^\s*[A-Z][a-z]{2,8}\.? \d{1,2}, \d{4} \.\.\.\s*")
 # "Nov. 12", "Dr. No", "U.S. Open", "J. Smith": a full stop after these is no sentence end.
 _NO_END = "".join(
     rf"(?<!\b{a}\.)"
     for a in "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec Mr Mrs Ms Dr St Jr Sr No vs "
     "Vol [A-Z]".split()
 )
-_CLAUSE_END = re.compile(rf"{_NO_END}(?<=[.!?;])\s+|\s+\.\.\.\s+|\s+·\s+|\s+\|\s+|\n+")
+_CLAUSE_END = re.compile(rf"{_NO_END}(?<=[.!?;])\s+|\n+")
 MONTHS = frozenset(
     "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april "
     "june july august september october november december".split()
@@ -128,8 +185,20 @@ def stem(word: str) -> str:
 
 
 def clauses(text: str) -> list[str]:
-    """Sentences and clauses, also cut at snippet separators (" ... ", " · ", " | ")."""
-    parts = [
-        s.strip() for s in _CLAUSE_END.split(_DATESTAMP.sub("", text)) if s and len(s.strip()) > 3
-    ]
+    """Sentences and clauses (also cut at ";" and at line breaks)."""
+    parts = [s.strip() for s in _CLAUSE_END.split(text) if s and len(s.strip()) > 3]
     return parts or [text]
+
+
+# "Feb 25, 2018 ... ": how a search engine opens a snippet with its page's date.
+_DATE_STAMP = re.compile(r"^[ \t]*([A-Z][a-z]{2,8}\.? \d{1,2}, \d{4}) \.\.\.[ \t]*", re.MULTILINE)
+
+
+def split_date_stamps(snippet: str) -> tuple[str, list[str]]:
+    """A search result's text without the dates that open its snippets, and those dates.
+
+    The date says when the page was published: metadata about the result, not part of
+    what it says (read as text, every result of one day would seem to agree on a date).
+    """
+    dates = _DATE_STAMP.findall(snippet)
+    return (_DATE_STAMP.sub("", snippet) if dates else snippet), dates

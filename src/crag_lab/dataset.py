@@ -12,6 +12,8 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
 
+from crag.text import split_date_stamps
+
 Category = Literal["internal", "external", "partial", "none"]
 CATEGORIES: tuple[Category, ...] = ("internal", "external", "partial", "none")
 #: Categories with something to find: support recall and containment are measured on these.
@@ -33,6 +35,7 @@ class Question(TypedDict):
     answers: list[str]
     reference_answer: str
     support: list[Support]
+    source: NotRequired[str]  # where its answer lives; see `crag_lab.protocol`
 
 
 class Pair(TypedDict):
@@ -73,29 +76,32 @@ def load_questions(path: Path) -> list[Question]:
             raise ValueError(f"{where}: unknown category {row['category']!r}")
         if row["expected_verdict"] not in VERDICTS:
             raise ValueError(f"{where}: unknown expected_verdict {row['expected_verdict']!r}")
-        questions.append(
-            {
-                "id": row["id"],
-                "question": row["question"],
-                "category": row["category"],
-                "expected_verdict": row["expected_verdict"],
-                "answers": [str(a) for a in row.get("answers") or [] if str(a).strip()],
-                "reference_answer": str(row.get("reference_answer") or ""),
-                "support": [
-                    {
-                        "corpus": str(s.get("corpus", "")),
-                        "doc": str(s.get("doc", "")),
-                        "hint": str(s.get("hint", "")),
-                    }
-                    for s in row.get("support") or []
-                    if isinstance(s, dict)
-                ],
-            }
-        )
+        question: Question = {
+            "id": row["id"],
+            "question": row["question"],
+            "category": row["category"],
+            "expected_verdict": row["expected_verdict"],
+            "answers": [str(a) for a in row.get("answers") or [] if str(a).strip()],
+            "reference_answer": str(row.get("reference_answer") or ""),
+            "support": [
+                {
+                    "corpus": str(s.get("corpus", "")),
+                    "doc": str(s.get("doc", "")),
+                    "hint": str(s.get("hint", "")),
+                }
+                for s in row.get("support") or []
+                if isinstance(s, dict)
+            ],
+        }
+        if row.get("source"):
+            question["source"] = str(row["source"])
+        questions.append(question)
     return questions
 
 
 def load_pairs(path: Path) -> list[Pair]:
+    """Labelled pairs, each passage read as crag reads a search result: the date that
+    opens a snippet is its metadata, not part of its text (`split_date_stamps`)."""
     pairs: list[Pair] = []
     for number, row in _read_jsonl(path):
         if not all(isinstance(row.get(k), str) for k in ("question", "passage")):
@@ -106,7 +112,7 @@ def load_pairs(path: Path) -> list[Pair]:
             {
                 "qid": str(row.get("qid") or row["question"]),
                 "question": row["question"],
-                "passage": row["passage"],
+                "passage": split_date_stamps(row["passage"])[0],
                 "relevant": row["relevant"],
                 "group": str(row.get("group") or "all"),
             }

@@ -3,8 +3,12 @@
 A library that never mentions a specific term of the question (AdaBoost, nginx),
 or that names one side of a comparison only in passing, can answer at best part
 of it: the grade node then caps the verdict at `ambiguous`, and the rewrite node
-leads the web query with what is missing. The lookups are Chroma full-text
-searches in the library, a few milliseconds each.
+leads the web query with what is missing.
+
+Lookups compare the normal form (`crag.text.normalize`, lower-cased) of the question
+and of the library: a typeset book writes "β", "3×3" and "Gauss–Newton" where people
+type "beta", "3x3" and "Gauss-Newton". The library's words are read once per
+collection version (an ingest that changes the collection gives it a new one).
 """
 
 from __future__ import annotations
@@ -13,22 +17,21 @@ import asyncio
 import functools
 import json
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from crag.context import Context
-from crag.retrieval.library import contains_any, texts_containing
-from crag.text import STOPWORDS, terms
+from crag.retrieval.library import all_texts, library_version
+from crag.text import STOPWORDS, folded_words, normalize, terms
 
-# Chunks read per phrase when counting mentions: enough to find where a book explains it.
-_MENTION_SCAN = 300
 _TOKENIZER = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
 
 
 def key_terms(question: str) -> list[str]:
     """Words of the question that carry its topic: what a library must know to answer."""
     found = []
-    for word in terms(question):
+    for word in terms(normalize(question)):
         bare = re.sub(r"['’]s$", "", word).strip(".'’")
         if len(bare) > 2 and bare.lower() not in STOPWORDS:
             found.append(bare)
@@ -48,9 +51,11 @@ def is_specific(term: str) -> bool:
     The coverage check only asks the library about such terms: a small library may
     lack "according" or "customers" without lacking the question's topic.
     """
-    if re.search(r"[-\d]", term) or re.search(r"[a-z][A-Z]", term):
-        return True
-    return term.lower() not in _common_words()
+    if re.search(r"\d", term) or re.search(r"[a-z][A-Z]|-[A-Z]", term):
+        return True  # a number, "AdaBoost", "Elastic-Net": written as a name
+    # "trade-off", "well-known": a compound of everyday words is everyday English
+    parts = [p for p in term.lower().split("-") if p]
+    return any(p not in _common_words() for p in parts)
 
 
 # "X vs Y", "difference between X and Y", "how does X differ from / compare with Y",
@@ -91,33 +96,92 @@ def comparison_sides(question: str) -> list[str]:
     return []
 
 
-def _spellings(term: str) -> list[str]:
-    """Forms a library may write a term in (case, hyphen or space, joined)."""
-    forms = [term, term.lower(), term.capitalize()]
-    if "-" in term:
-        for joined in (term.replace("-", " "), term.replace("-", "")):
-            forms += [joined, joined.lower()]
-    return list(dict.fromkeys(forms))
+def _forms(word: str) -> tuple[str, ...]:
+    """A word and its singular or plural: "GANs" is found where the book says "GAN"."""
+    if word.endswith("es") and len(word) > 4:
+        return word, word[:-2], word[:-1]
+    if word.endswith("s") and len(word) > 3:
+        return word, word[:-1]
+    return word, word + "s", word + "es"
+
+
+class LibraryIndex:
+    """The words of a library in normal form, and its chunks' normal-form texts."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        texts = list(texts)
+        self.texts = [normalize(t).lower() for t in texts]
+        # a Greek letter inside a formula may be typed glued ("2pisigma") or apart
+        spaced = [normalize(t, spaced_greek=True).lower() for t in texts if not t.isascii()]
+        words: set[str] = set()
+        for text in [*self.texts, *spaced]:
+            for word in folded_words(text):
+                words.add(word)
+                if "-" in word:  # "tf-idf" is also "tf idf" and "tfidf"
+                    words.update(word.split("-"))
+                    words.add(word.replace("-", ""))
+        self.words = frozenset(words)
+
+    def has_word(self, word: str) -> bool:
+        return any(form in self.words for form in _forms(word))
+
+    def mentions(self, term: str) -> bool:
+        """Whether the library names `term` in any usual spelling: as written, joined
+        ("tfidf"), or its words side by side ("tf idf", "layer\nnormalization")."""
+        parts = folded_words(term.replace("-", " "))
+        if not parts:
+            return True
+        if len(parts) == 1 or self.has_word("".join(parts)):
+            return self.has_word("".join(parts))
+        return all(self.has_word(p) for p in parts) and self.most_mentions(term) > 0
+
+    def most_mentions(self, phrase: str) -> int:
+        """The most times one chunk names `phrase` (plurals, hyphens and spaces alike).
+
+        A library that explains a thing names it again and again where it does; one
+        that names it at most once per chunk only mentions it in passing.
+        """
+        parts = [re.escape(w) for w in folded_words(phrase.replace("-", " "))]
+        if not parts:
+            return 0
+        # between its words: spaces, line breaks, hyphens or other punctuation ("u.s.")
+        pattern = re.compile(r"(?<![a-z0-9])" + r"[\W_]*".join(parts) + r"(?:s|es)?(?![a-z0-9])")
+        return max((len(pattern.findall(t)) for t in self.texts), default=0)
+
+
+_INDEXES: dict[tuple[str, str, str], LibraryIndex] = {}
+_INDEXES_LOCK = threading.Lock()
+
+
+def library_index(ctx: Context, collection: str) -> LibraryIndex:
+    """The collection's index, read once per collection version and process."""
+    location = ctx.chroma_url or str(ctx.chroma_path.resolve())
+    key = (location, collection, library_version(ctx, collection))
+    with _INDEXES_LOCK:
+        index = _INDEXES.get(key)
+    if index is None:
+        index = LibraryIndex(all_texts(ctx, collection))
+        with _INDEXES_LOCK:
+            for old in [k for k in _INDEXES if k[:2] == key[:2]]:
+                del _INDEXES[old]  # an older version of the same collection
+            _INDEXES[key] = index
+    return index
 
 
 def missing_terms(ctx: Context, collection: str, wanted: Sequence[str]) -> list[str]:
-    """The terms that no chunk of the collection contains, in any usual spelling."""
-    return [t for t in wanted if not contains_any(ctx, collection, _spellings(t))]
+    """The terms that no chunk of the collection names, in any usual spelling."""
+    if not wanted:
+        return []
+    index = library_index(ctx, collection)
+    return [t for t in wanted if not index.mentions(t)]
 
 
 def most_mentions(ctx: Context, collection: str, phrases: Sequence[str]) -> dict[str, int]:
-    """For each phrase, the most times one chunk names it (plurals and spellings too).
-
-    A library that explains a thing names it again and again where it does; one that
-    names it at most once per chunk only mentions it in passing.
-    """
-    counts = {}
-    for phrase in phrases:
-        texts = texts_containing(ctx, collection, _spellings(phrase), _MENTION_SCAN)
-        parts = [re.escape(w) for w in re.split(r"[\s\-]+", phrase.lower()) if w]
-        pattern = re.compile(r"\b" + r"[\s\-]*".join(parts) + r"(?:s|es)?\b")
-        counts[phrase] = max((len(pattern.findall(t.lower())) for t in texts.values()), default=0)
-    return counts
+    """For each phrase, the most times one chunk names it."""
+    if not phrases:
+        return {}
+    index = library_index(ctx, collection)
+    return {phrase: index.most_mentions(phrase) for phrase in phrases}
 
 
 async def coverage_gaps(question: str, ctx: Context) -> tuple[list[str], list[str]]:
@@ -131,7 +195,7 @@ async def coverage_gaps(question: str, ctx: Context) -> tuple[list[str], list[st
     if not ctx.coverage_check:
         return [], []
     specific = [t for t in key_terms(question) if is_specific(t)]
-    sides = comparison_sides(question)
+    sides = comparison_sides(normalize(question))
     if not specific and not sides:  # most questions: nothing to look up
         return [], []
     missing, mentions = await asyncio.gather(

@@ -34,7 +34,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from crag.grading.base import QuestionSimilarity
-from crag.text import MONTHS, clauses, stem, words
+from crag.text import MONTHS, clauses, normalize, stem, words
 from crag.text import STOPWORDS as STOP
 
 FEATURES = ("cos", "cos_open", "consensus", "ans_near", "factoid", "date_consensus", "lift_open")
@@ -266,7 +266,10 @@ class FeatureGrader:
         if not passages:
             return np.zeros((0, len(FEATURES)))
         similarity = QuestionSimilarity(self.embeddings, question)
-        return extract_features(question, passages, list(similarity(passages)), similarity)
+        cosines = list(similarity(passages))  # embedded as written (the store's vectors)
+        return extract_features(
+            normalize(question), [normalize(p) for p in passages], cosines, similarity
+        )
 
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
         return [float(s) for s in self.model.predict(self.features(question, passages))]

@@ -34,6 +34,7 @@ from crag.retrieval.library import (
     delete,
     get_collection,
     iter_records,
+    mark_changed,
     open_client,
     vectors_by,
     write,
@@ -281,6 +282,7 @@ class Ingestor:
         self.batch_size = max(1, batch_size)
         self.chunker = chunker_signature(ctx.chunk_size, ctx.chunk_overlap)
         self.summary = IngestSummary(root="", collection=self.collection_name)
+        self._marked = False
 
     # -- plumbing --
     def _emit(self, event: str, **data: Any) -> None:
@@ -295,6 +297,18 @@ class Ingestor:
                 self.ctx.embeddings, threads=self.ctx.threads, timeout_s=self.ctx.timeout_s
             )
         return self._embeddings
+
+    def _changing(self, collection: Collection) -> None:
+        """Before the first write of a run: a new collection version (crash-safe, since
+        a stale version would outlive a run killed after its first write)."""
+        if not self._marked:
+            mark_changed(collection)
+            self._marked = True
+
+    def _delete(self, collection: Collection, ids: Sequence[str]) -> None:
+        if ids:
+            self._changing(collection)
+            delete(collection, ids)
 
     # -- the run --
     def run(self, path: Path | str) -> IngestSummary:
@@ -358,7 +372,7 @@ class Ingestor:
             version = file_version(file_hash, self.chunker)
             if stored.is_complete(version):
                 stale = sorted(set(stored.ids) - stored.version_ids(version))
-                delete(collection, stale)
+                self._delete(collection, stale)
                 report.status, report.deleted = "unchanged", len(stale)
                 report.chunks = len(stored.version_ids(version))
                 return report
@@ -395,6 +409,7 @@ class Ingestor:
         try:
             for batch in _batched(todo, self.batch_size):
                 vectors, embedded = self._vectors(collection, [c for _, c in batch])
+                self._changing(collection)
                 write(
                     collection,
                     [cid for cid, _ in batch],
@@ -411,13 +426,13 @@ class Ingestor:
         except Exception as exc:
             # Put the file back as it was: its older version, if any, is still complete.
             with contextlib.suppress(Exception):
-                delete(collection, written)
+                self._delete(collection, written)
             raise _Fatal(f"{source}: {_describe(exc)}") from exc
 
         keep = set(ids)
         old = sorted(i for i in stored.ids if i not in keep)
         had_complete = bool(stored.complete_versions() - {version})
-        delete(collection, old)
+        self._delete(collection, old)
         report.deleted = len(old)
         report.status = "updated" if had_complete else ("resumed" if present else "indexed")
         report.seconds = time.perf_counter() - started
@@ -445,7 +460,7 @@ class Ingestor:
         gone = sorted(s for s in stored if s not in present)
         for source in gone:
             ids = sorted(stored[source].ids)
-            delete(collection, ids)
+            self._delete(collection, ids)
             self.summary.chunks_pruned += len(ids)
         self.summary.pruned = gone
         if gone:

@@ -17,6 +17,7 @@ from crag.errors import ProviderError, SearchError
 from crag.registry import Registry
 from crag.retrieval.library import hit_to_passage, retrieve
 from crag.state import Passage
+from crag.text import split_date_stamps
 
 
 class ExternalSearch(Protocol):
@@ -63,18 +64,19 @@ class TavilySearch:
         for i, hit in enumerate(results[:k]):
             url = str(hit.get("url") or "")
             title = str(hit.get("title") or url or f"result {i + 1}")
-            passages.append(
-                {
-                    "id": f"web:{url or i}",
-                    "text": str(hit.get("content") or ""),
-                    "origin": "external",
-                    "source": title,
-                    "title": title,
-                    "url": url,
-                    "similarity": float(hit.get("score") or 0.0),
-                }
-            )
-        return [p for p in passages if p["text"].strip()]
+            passage: Passage = {
+                "id": f"web:{url or i}",
+                "text": str(hit.get("content") or ""),
+                "origin": "external",
+                "source": title,
+                "title": title,
+                "url": url,
+                "similarity": float(hit.get("score") or 0.0),
+            }
+            if hit.get("published_date"):  # Tavily's news results carry their date
+                passage["published"] = str(hit["published_date"])
+            passages.append(passage)
+        return [read_result(p) for p in passages if p["text"].strip()]
 
 
 class CollectionSearch:
@@ -98,7 +100,7 @@ class CollectionSearch:
                 name = self.ctx.external_collection
                 raise SearchError(f"local collection {name!r}: {exc}") from exc
             for hit in hits:
-                passage = hit_to_passage(hit, origin="external")
+                passage = read_result(hit_to_passage(hit, origin="external"))
                 known = best.get(passage["id"])
                 if known is None or passage.get("similarity", 0) > known.get("similarity", 0):
                     best[passage["id"]] = passage
@@ -107,6 +109,15 @@ class CollectionSearch:
 
     async def asearch(self, queries: list[str], k: int) -> list[Passage]:
         return await asyncio.to_thread(self._search, queries, k)
+
+
+def read_result(passage: Passage) -> Passage:
+    """An external result as crag reads it: the dates that open its snippets become its
+    `published` date instead of part of its text."""
+    text, dates = split_date_stamps(passage["text"])
+    if not dates:
+        return passage
+    return {**passage, "text": text, "published": passage.get("published") or dates[0]}
 
 
 SOURCES: Registry[Callable[[Context], ExternalSearch]] = Registry("external source")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 #: Collection metadata key holding the embeddings spec used to build it.
 EMBEDDINGS_KEY = "crag_embeddings"
+#: Collection metadata key that changes whenever an ingest changes the collection.
+VERSION_KEY = "crag_version"
 
 
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{1,510})[A-Za-z0-9]")
@@ -309,25 +312,23 @@ def vectors_by(collection: Collection, key: str, values: Sequence[str]) -> dict[
     return known
 
 
-def contains_any(ctx: Context, collection_name: str, forms: Sequence[str]) -> bool:
-    """Whether some chunk contains one of `forms` verbatim (Chroma's full-text index)."""
-    collection = get_collection(open_client(ctx), collection_name)
-    return any(
-        collection.get(where_document={"$contains": form}, limit=1, include=[])["ids"]
-        for form in forms
-    )
+def mark_changed(collection: Collection) -> None:
+    """Give the collection a new version: what was derived from its text is stale."""
+    collection.modify(metadata={**(collection.metadata or {}), VERSION_KEY: uuid.uuid4().hex})
 
 
-def texts_containing(
-    ctx: Context, collection_name: str, forms: Sequence[str], limit: int
-) -> dict[str, str]:
-    """Up to `limit` chunks per form that contain it verbatim, by id."""
+def library_version(ctx: Context, collection_name: str) -> str:
+    """Changes whenever the collection's chunks do (the chunk count for a collection
+    written before versions were kept)."""
     collection = get_collection(open_client(ctx), collection_name)
-    texts: dict[str, str] = {}
-    for form in forms:
-        got = collection.get(where_document={"$contains": form}, limit=limit, include=["documents"])
-        texts.update(zip(got["ids"], got["documents"] or [], strict=True))
-    return texts
+    version = (collection.metadata or {}).get(VERSION_KEY)
+    return str(version) if version else f"count:{collection.count()}"
+
+
+def all_texts(ctx: Context, collection_name: str) -> list[str]:
+    """Every chunk's text (for indexes derived from the whole library)."""
+    collection = get_collection(open_client(ctx), collection_name)
+    return [r.text for r in iter_records(collection, texts=True)]
 
 
 def hit_to_passage(hit: dict[str, Any], origin: Origin) -> Passage:
