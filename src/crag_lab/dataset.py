@@ -43,7 +43,6 @@ class Pair(TypedDict):
     question: str
     passage: str
     relevant: bool
-    group: NotRequired[str]  # pairs of one group also get an AUC of their own
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -114,7 +113,6 @@ def load_pairs(path: Path) -> list[Pair]:
                 "question": row["question"],
                 "passage": split_date_stamps(row["passage"])[0],
                 "relevant": row["relevant"],
-                "group": str(row.get("group") or "all"),
             }
         )
     return pairs

@@ -20,6 +20,7 @@ from crag_lab.dataset import Pair, Question
 from crag_lab.grader_comparison import compare
 from crag_lab.metrics import grader_metrics, system_metrics
 from crag_lab.progress import Bar
+from crag_lab.protocol import searched_in_library
 from crag_lab.runner import run_questions, score_pairs
 from crag_lab.tuning import grid, sweep
 
@@ -61,6 +62,7 @@ async def evaluate(
     systems: Sequence[str],
     out: Path,
     pairs: Sequence[Pair] | None = None,
+    pair_sources: Sequence[str] = (),
     questions_file: str = "",
     pairs_file: str = "",
     quiet: bool = False,
@@ -93,14 +95,15 @@ async def evaluate(
 
     if pairs:
         pair_bar = Bar(len(pairs), "pairs    ", quiet=quiet)
-        scores = await score_pairs(pairs, ctx, pair_bar)
+        scores = await score_pairs(
+            pairs, ctx, pair_bar, [searched_in_library(s) for s in pair_sources]
+        )
         pair_bar.close()
         labels = [p["relevant"] for p in pairs]
         cuts = {"lower": ctx.lower, "upper": ctx.upper, "tutorial": TUTORIAL_CUT}
-        groups = [p.get("group", "all") for p in pairs]
         metrics["grader"] = {
             "name": ctx.grader,
-            **grader_metrics(scores, labels, cuts, groups if len(set(groups)) > 1 else None),
+            **grader_metrics(scores, labels, cuts, pair_sources),
         }
         figures["score histograms"] = plots.score_histograms(
             scores, labels, {"lower": ctx.lower, "upper": ctx.upper}, out / "score_hist.png"
@@ -126,7 +129,9 @@ async def evaluate(
             ).name
 
     if graders:
-        metrics["graders"] = await compare(graders, ctx, questions, pairs or [], quiet=quiet)
+        metrics["graders"] = await compare(
+            graders, ctx, questions, pairs or [], pair_sources, quiet=quiet
+        )
 
     matrices = {
         s: m["confusion"]["matrix"]

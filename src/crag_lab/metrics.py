@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from crag.nodes.generate import is_refusal
+from crag.text import normalize
 from crag_lab.dataset import ANSWERABLE, CATEGORIES, VERDICTS, Question
 
 # --- the grader as a classifier ----------------------------------------------------------
@@ -165,11 +166,26 @@ def file_name(source: str) -> str:
     return PurePosixPath(source.replace("\\", "/")).name.lower()
 
 
+def _squashed(text: str) -> str:
+    return " ".join(normalize(text).lower().split())
+
+
 def support_hit(question: Question, context: Sequence[Mapping[str, Any]]) -> bool:
-    """The final context supports the question: it contains one of the `answers`, or
-    a kept strip comes from a labelled support document (same file name)."""
-    text = " ".join(str(entry.get("text", "")) for entry in context)
-    if question["answers"] and contains_any(text, question["answers"]):
+    """The final context supports the question: a kept strip contains one of the
+    `answers`, or the phrase a `support` entry names as its evidence (`hint`, compared
+    in normal form, case and spacing aside)."""
+    texts = [str(entry.get("text", "")) for entry in context]
+    if question["answers"] and any(contains_any(t, question["answers"]) for t in texts):
+        return True
+    hints = [_squashed(s["hint"]) for s in question["support"] if s["hint"].strip()]
+    squashed = [_squashed(t) for t in texts]
+    return any(h in t for h in hints for t in squashed)
+
+
+def support_file_hit(question: Question, context: Sequence[Mapping[str, Any]]) -> bool:
+    """A looser support: a kept strip comes from a labelled support document (same file
+    name), whatever part of it."""
+    if support_hit(question, context):
         return True
     docs = {file_name(s["doc"]) for s in question["support"] if s["doc"]}
     return any(file_name(str(entry.get("source", ""))) in docs for entry in context)
@@ -226,6 +242,7 @@ def system_metrics(
 
     answerable = [(q, r) for q, r in ok if q["category"] in ANSWERABLE]
     supported = [support_hit(q, r["context"]) for q, r in answerable]
+    from_file = [support_file_hit(q, r["context"]) for q, r in answerable]
     with_answers = [(q, r) for q, r in answerable if q["answers"]]
     partial = [full_support(q, r["context"]) for q, r in ok if q["category"] == "partial"]
     nothing = [r for q, r in ok if q["category"] == "none"]
@@ -253,6 +270,7 @@ def system_metrics(
         },
         "by_category": by_category,
         "support_recall": _rate(supported),
+        "support_recall_file": _rate(from_file),
         "support_n": len(supported),
         "partial_full_support": _rate(partial),
         "answer_containment": _rate(

@@ -10,6 +10,7 @@ the others and measured on it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,8 @@ from crag_lab.metrics import roc_auc
 from crag_lab.tuning import grid, sweep
 
 NONE = "none"
+#: The source of questions the library (the `books` corpus of the questions file) answers.
+LIBRARY = "books"
 
 
 def question_source(question: Question) -> str:
@@ -32,8 +35,8 @@ def question_source(question: Question) -> str:
     if question.get("source"):
         return str(question["source"])
     corpora = [s for s in question["support"] if s["doc"]]
-    if any(s["corpus"] == "books" for s in corpora):
-        return "books"
+    if any(s["corpus"] == LIBRARY for s in corpora):
+        return LIBRARY
     if corpora:
         return corpora[0]["doc"].split("_", 1)[0]
     return NONE
@@ -44,6 +47,23 @@ def pair_sources(pairs: Sequence[Pair], questions: Sequence[Question]) -> list[s
     by_id = {q["id"]: question_source(q) for q in questions}
     by_text = {q["question"]: question_source(q) for q in questions}
     return [by_id.get(p["qid"]) or by_text.get(p["question"], "?") for p in pairs]
+
+
+def searched_in_library(source: str) -> bool:
+    """Whether crag looks for a question of this source in its library (else on the web)."""
+    return source in (LIBRARY, NONE, "?")
+
+
+def auc_by_source(
+    scores: Sequence[float], labels: Sequence[bool], sources: Sequence[str]
+) -> dict[str, float | None]:
+    return {
+        source: roc_auc(
+            [x for x, s in zip(scores, sources, strict=True) if s == source],
+            [y for y, s in zip(labels, sources, strict=True) if s == source],
+        )
+        for source in sorted(set(sources))
+    }
 
 
 def _auc(scores: np.ndarray, y: np.ndarray) -> float | None:
@@ -78,6 +98,52 @@ def loso_auc(
     return {"by_source": rows, "overall": overall}
 
 
+def _fit_and_score(
+    scores: Sequence[Sequence[float]],
+    missing: Sequence[Sequence[str]],
+    expected: Sequence[str],
+    train: Sequence[int],
+    test: Sequence[int],
+    axis: Sequence[float],
+) -> tuple[int, dict[str, float]]:
+    """(lower, upper) fitted on `train`; the number of `test` questions then right."""
+    surface = sweep(
+        [scores[i] for i in train],
+        [expected[i] for i in train],
+        axis,
+        axis,
+        [missing[i] for i in train],
+    )
+    best = surface.best()
+    right = sum(
+        decide_verdict(scores[i], best["upper"], best["lower"], missing[i]) == expected[i]
+        for i in test
+    )
+    return right, best
+
+
+def fold_thresholds(
+    scores: Sequence[Sequence[float]],
+    missing: Sequence[Sequence[str]],
+    expected: Sequence[str],
+    k: int = 5,
+    seed: int = 0,
+    step: float = 0.05,
+) -> float | None:
+    """Verdict accuracy with (lower, upper) fitted on the other k-1 folds of questions."""
+    if len(expected) < k:
+        return None
+    order = list(range(len(expected)))
+    random.Random(seed).shuffle(order)
+    folds = [order[i::k] for i in range(k)]
+    hits = 0
+    for test in folds:
+        train = [i for i in order if i not in set(test)]
+        right, _ = _fit_and_score(scores, missing, expected, train, test, grid(step))
+        hits += right
+    return hits / len(expected)
+
+
 def loso_thresholds(
     scores: Sequence[Sequence[float]],
     missing: Sequence[Sequence[str]],
@@ -89,6 +155,9 @@ def loso_thresholds(
 
     Questions nothing supports (`none`) have no source of their own; they are held
     out as a group too, so their thresholds also come from the answerable sources.
+    Where every question of a source expects one verdict that no other source expects
+    (a library's own questions are the only `correct` ones), the fit has nothing to
+    learn that verdict from: `fold_thresholds` (folds of questions) is the fallback.
     """
     axis = grid(step)
     rows: dict[str, dict[str, Any]] = {}
@@ -96,18 +165,7 @@ def loso_thresholds(
     for source in sorted(set(sources)):
         train = [i for i, s in enumerate(sources) if s != source]
         test = [i for i, s in enumerate(sources) if s == source]
-        surface = sweep(
-            [scores[i] for i in train],
-            [expected[i] for i in train],
-            axis,
-            axis,
-            [missing[i] for i in train],
-        )
-        best = surface.best()
-        right = sum(
-            decide_verdict(scores[i], best["upper"], best["lower"], missing[i]) == expected[i]
-            for i in test
-        )
+        right, best = _fit_and_score(scores, missing, expected, train, test, axis)
         hits += right
         rows[source] = {
             "n": len(test),

@@ -17,9 +17,11 @@ DEFINITIONS = """\
 - **verdict accuracy**: share of questions whose verdict equals `expected_verdict`. The
   tutorial baseline has no verdicts of its own; its route is mapped onto crag's scale (all
   documents relevant → correct, some → ambiguous, none → incorrect). Naive RAG grades nothing.
-- **support recall**: share of answerable questions (internal, external, partial) whose final
-  context (the strips handed to the generator) contains one of `answers` (case-insensitive) or
-  comes partly from a labelled support document (same file name).
+- **support recall (evidence in context)**: share of answerable questions (internal, external,
+  partial) whose final context (the strips handed to the generator) has a strip holding one
+  of `answers` or a `support` entry's evidence phrase (`hint`; normal form, case and spacing
+  aside). **(a support file in context)**: looser, a strip from a labelled support document
+  (same file name) also counts.
 - **partial: both sources in context**: share of partial questions whose context holds a
   support document from every corpus their `support` names (books and external).
 - **answer containment**: share of answerable questions with `answers` whose answer contains
@@ -60,7 +62,8 @@ def systems_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
     rows = [
         row("questions (errors)", lambda m: f"{m['n']} ({m['errors']})"),
         row("verdict accuracy", lambda m: m["verdict_accuracy"]),
-        row("support recall", lambda m: m["support_recall"]),
+        row("support recall (evidence in context)", lambda m: m["support_recall"]),
+        row("support recall (a support file in context)", lambda m: m["support_recall_file"]),
         row("partial: both sources in context", lambda m: m["partial_full_support"]),
         row(
             "answer containment",
@@ -161,6 +164,51 @@ def graders_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return _table(header, [[r["grader"], *(fmt(r.get(k)) for k in keys)] for r in rows])
 
 
+def sources_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per source: pair AUC, verdict accuracy at the run's thresholds (both in-sample
+    for anything fitted on this set), and verdict accuracy with the thresholds refitted
+    on the other sources; overall also with thresholds refitted on folds of questions."""
+    header = [
+        "grader",
+        "source",
+        "pair AUC",
+        "verdict acc.",
+        "verdict acc., source held out",
+        "verdict acc., question folds",
+    ]
+    table = []
+    for r in rows:
+        held = (r.get("verdicts_leaving_each_source_out") or {}).get("by_source", {})
+        by_verdict = r.get("verdict_accuracy_by_source") or {}
+        for source in sorted({*(r.get("auc_by_source") or {}), *by_verdict}):
+            out = held.get(source) or {}
+            table.append(
+                [
+                    r["grader"],
+                    source,
+                    fmt((r.get("auc_by_source") or {}).get(source)),
+                    fmt(by_verdict.get(source)),
+                    f"{fmt(out.get('accuracy'))} at {fmt(out.get('lower'), 2)}/"
+                    f"{fmt(out.get('upper'), 2)}"
+                    if out
+                    else "–",
+                    "",
+                ]
+            )
+        overall = (r.get("verdicts_leaving_each_source_out") or {}).get("overall")
+        table.append(
+            [
+                r["grader"],
+                "all",
+                fmt(r.get("auc")),
+                fmt(r.get("verdict_accuracy")),
+                fmt(overall),
+                fmt(r.get("verdict_accuracy_question_folds")),
+            ]
+        )
+    return _table(header, table)
+
+
 def markdown(metrics: Mapping[str, Any], plots: Mapping[str, str]) -> str:
     systems = metrics["systems"]
     cfg = metrics["config"]
@@ -182,7 +230,12 @@ def markdown(metrics: Mapping[str, Any], plots: Mapping[str, str]) -> str:
     if metrics.get("grader"):
         parts += [f"## Grader on labelled pairs ({cfg['grader']})", grader_table(metrics["grader"])]
     if metrics.get("graders"):
-        parts += ["## Graders side by side", graders_table(metrics["graders"])]
+        parts += [
+            "## Graders side by side",
+            graders_table(metrics["graders"]),
+            "### By source (held out: thresholds fitted on the other sources)",
+            sources_table(metrics["graders"]),
+        ]
     if metrics.get("threshold_surface"):
         surface = metrics["threshold_surface"]
         parts += [

@@ -82,16 +82,24 @@ async def run_questions(
     return records
 
 
-async def score_pairs(pairs: Sequence[Pair], ctx: Context, bar: Bar) -> list[float]:
-    """The run's grader on every labelled pair, one batch per question (as in grade)."""
+async def score_pairs(
+    pairs: Sequence[Pair], ctx: Context, bar: Bar, in_library: Sequence[bool]
+) -> list[float]:
+    """The run's grader on every labelled pair, each passage scored among the passages
+    crag would grade it with: the chunks retrieval returns for its question, from the
+    library (`in_library`) or else from the external collection. Batch-aware features
+    (consensus, lift) see realistic neighbours this way, not the other labelled passages.
+    """
     grader = make_grader(ctx)
-    by_question: dict[str, list[int]] = {}
-    for i, pair in enumerate(pairs):
-        by_question.setdefault(pair["question"], []).append(i)
-    scores = [0.0] * len(pairs)
-    for question, idx in by_question.items():
-        got = await grader.ascore(question, [pairs[i]["passage"] for i in idx])
-        for i, score in zip(idx, got, strict=True):
-            scores[i] = float(score)
-        bar.advance(pairs[idx[0]]["qid"], n=len(idx))
+    neighbours: dict[tuple[str, bool], list[str]] = {}
+    scores = []
+    for pair, library in zip(pairs, in_library, strict=True):
+        key = (pair["question"], library)
+        if key not in neighbours:
+            collection = ctx.collection if library else ctx.external_collection
+            hits = await asyncio.to_thread(retrieve, ctx, collection, pair["question"], ctx.k)
+            neighbours[key] = [h["text"] for h in hits]
+        batch = [pair["passage"], *(t for t in neighbours[key] if t != pair["passage"])]
+        scores.append(float((await grader.ascore(pair["question"], batch))[0]))
+        bar.advance(pair["qid"])
     return scores

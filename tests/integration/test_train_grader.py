@@ -115,9 +115,23 @@ def test_a_model_that_beats_the_built_in_weights_is_saved(
             )
     pairs = tmp_path / "odd.jsonl"
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["train-grader", "--pairs", str(pairs), "--cv", "0", "--home", str(tmp_path)]) == 0
+    assert "not saved: without cross-validation" in capsys.readouterr().out
+    assert make_grader(Context(home=tmp_path)).name == "features"
     assert main(["train-grader", "--pairs", str(pairs), "--cv", "3", "--home", str(tmp_path)]) == 0
     assert "saved" in capsys.readouterr().out
     assert make_grader(Context(home=tmp_path)).name == "trained"
+
+
+def test_cross_validation_holds_out_each_source(
+    eval_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pairs = eval_dir / "grader_pairs.jsonl"
+    argv = ["train-grader", "--pairs", str(pairs), "--no-save", "--home", str(tmp_path)]
+    assert main([*argv, "--questions", str(eval_dir / "questions.jsonl")]) == 0
+    out = capsys.readouterr().out
+    for source in ("books", "rgb", "sklearn"):
+        assert f"trained, {source} held out" in out and f"similarity, {source}" in out
 
 
 def test_a_corrupt_trained_grader_falls_back_cleanly(tmp_path: Path) -> None:

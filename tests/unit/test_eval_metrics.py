@@ -23,6 +23,7 @@ from crag_lab.metrics import (
     full_support,
     percentile,
     roc_auc,
+    support_file_hit,
     support_hit,
     system_metrics,
     tokens,
@@ -132,12 +133,20 @@ def test_containment_ignores_case_and_spacing() -> None:
     assert not contains_any("anything", [])
 
 
-def test_support_by_answer_or_by_support_document_file_name() -> None:
+def test_support_by_answer_or_evidence_phrase_and_loosely_by_file_name() -> None:
     q = _q("a", answers=["7420"], doc="01_install.pdf")
     assert support_hit(q, [{"source": "x.md", "text": "listens on port 7420"}])
-    assert support_hit(q, [{"source": "library/01_install.pdf", "text": "unrelated"}])
-    assert not support_hit(q, [{"source": "02_api.pdf", "text": "port 8080"}])
-    assert not support_hit(q, [])
+    same_file = [{"source": "library/01_install.pdf", "text": "unrelated"}]
+    assert not support_hit(q, same_file) and support_file_hit(q, same_file)
+    assert not support_file_hit(q, [{"source": "02_api.pdf", "text": "port 8080"}])
+    assert not support_hit(q, []) and not support_file_hit(q, [])
+    hinted = _q("h", doc="07_math.pdf")
+    hinted["support"][0]["hint"] = "3.1.1.3 Analytic  Solution"
+    assert support_hit(hinted, [{"source": "7.pdf", "text": "see 3.1.1.3 analytic\nsolution"}])
+    typeset = _q("t", doc="b.pdf")
+    typeset["support"][0]["hint"] = "Gauss-Newton step"
+    assert support_hit(typeset, [{"source": "b.pdf", "text": "the Gauss–Newton step is"}])
+    assert not support_hit(typeset, [{"source": "b.pdf", "text": "the Newton step"}])
 
 
 def test_tokens_are_whitespace_words() -> None:
@@ -188,7 +197,7 @@ def test_system_metrics_on_a_small_set() -> None:
         _record(
             "correct",
             "Dropout zeroes units [1].",
-            [{"source": "b.pdf", "text": "a b"}],
+            [{"source": "b.pdf", "text": "dropout b"}],
             seconds=1.0,
             path=["retrieve", "grade", "refine", "generate"],
         ),
@@ -205,6 +214,7 @@ def test_system_metrics_on_a_small_set() -> None:
     assert m["verdict_accuracy"] == pytest.approx(1 / 3)
     assert m["confusion"]["matrix"] == [[1, 0, 0], [0, 0, 1], [1, 0, 0]]
     assert m["support_recall"] == pytest.approx(1 / 3)
+    assert m["support_recall_file"] == pytest.approx(1 / 3)
     assert m["answer_containment"] == 0.5 and m["answer_containment_n"] == 2
     assert m["answerable_refusal_rate"] == pytest.approx(1 / 3)
     assert m["unsupported_answer_rate"] == pytest.approx(1 / 3)  # e1: answered, no support

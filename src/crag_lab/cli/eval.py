@@ -15,7 +15,8 @@ from pathlib import Path
 from crag.cli.options import add_context_flags, context_from_args, positive_int
 from crag_lab.dataset import load_pairs, load_questions, stratified
 from crag_lab.evaluate import default_out, evaluate
-from crag_lab.report import graders_table, systems_table
+from crag_lab.protocol import pair_sources
+from crag_lab.report import graders_table, sources_table, systems_table
 from crag_lab.runner import parse_systems
 
 NAME = "eval"
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     ctx = context_from_args(args)
     systems = parse_systems(args.systems)
-    questions = stratified(load_questions(args.questions), args.limit)
+    every_question = load_questions(args.questions)
+    questions = stratified(every_question, args.limit)
     pairs = load_pairs(args.pairs) if args.pairs else None
     out = args.out or default_out()
     print(
@@ -74,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
             systems=systems,
             out=out,
             pairs=pairs,
+            pair_sources=pair_sources(pairs or [], every_question),
             questions_file=str(args.questions),
             pairs_file=str(args.pairs or ""),
             quiet=args.quiet,
@@ -84,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     print(systems_table(result.metrics["systems"]))
     if result.metrics.get("graders"):
         print("\n" + graders_table(result.metrics["graders"]))
+        print("\n" + sources_table(result.metrics["graders"]))
     grader = result.metrics.get("grader")
     if grader:
         at = grader["at"]["lower"]

@@ -18,16 +18,17 @@ from typing import Any
 from crag.cli.options import add_context_flags, context_from_args
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.grading.features import FeatureGrader
+from crag.grading.features import FEATURES, FeatureGrader
 from crag.grading.trained import save_trained_grader
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.models.embeddings import make_embeddings
 from crag.retrieval.library import retrieve
 from crag_lab import fit
-from crag_lab.dataset import Pair, load_pairs
+from crag_lab.dataset import Pair, load_pairs, load_questions
 from crag_lab.metrics import best_accuracy, roc_auc
 from crag_lab.pairs import generate_pairs, library_chunks
 from crag_lab.progress import Bar
+from crag_lab.protocol import loso_auc, question_source
 
 NAME = "train-grader"
 HELP = "train crag's retrieval evaluator on labelled pairs"
@@ -43,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed for --generate")
     parser.add_argument("--negatives", type=int, default=2, help="hard negatives per question")
     parser.add_argument("--cv", type=int, default=5, help="cross-validation folds (0: none)")
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=None,
+        help="the pairs' questions (questions.jsonl): also cross-validate holding out each "
+        "source of questions in turn",
+    )
     parser.add_argument(
         "--test-pairs", type=Path, default=None, help="labelled pairs to test the model on"
     )
@@ -92,7 +100,8 @@ def _line(name: str, auc: float | None, acc: float | None, rate: float | None) -
     def f(v: float | None) -> str:
         return "-" if v is None else f"{v:.3f}"
 
-    return f"  {name:<34} {f(auc):>6} {f(acc):>8} {'-' if rate is None else f'{rate:.0f}':>8}"
+    rate_text = "-" if rate is None else f"{rate:.0f}"
+    return f"  {name:<42} {f(auc):>6} {f(acc):>8} {rate_text:>8}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     data = fit.featurize(grader, pairs, progress=_bar("featurizing questions"))
     labels = (data.y > 0.5).tolist()
     print(f"{len(pairs)} pairs, {len(set(data.groups))} questions, {sum(labels)} relevant")
-    print(f"  {'grader':<34} {'AUC':>6} {'accuracy':>8} {'pairs/s':>8}")
+    print(f"  {'grader':<42} {'AUC':>6} {'accuracy':>8} {'pairs/s':>8}")
     default_scores = grader.model.predict(data.x).tolist()
     builtin_auc = roc_auc(default_scores, labels)
     print(_line("similarity (on these pairs)", roc_auc(data.x[:, 0].tolist(), labels), None, None))
@@ -125,6 +134,15 @@ def run(args: argparse.Namespace) -> int:
     if args.cv and len(set(data.groups)) >= args.cv:
         cv = fit.cross_validate(data, k=args.cv, seed=args.seed)
         print(_line(f"trained, {args.cv}-fold CV by question", cv["auc"], cv["accuracy"], None))
+    if args.questions:
+        source_of = {q["id"]: question_source(q) for q in load_questions(args.questions)}
+        sources = [source_of.get(qid, "?") for qid in data.groups]
+        held = loso_auc(data.x, data.y, sources, {"similarity": FEATURES.index("cos")})
+        for source, row in {**held["by_source"], "all": held["overall"]}.items():
+            print(
+                _line(f"trained, {source} held out ({row['n']} pairs)", row["fitted"], None, None)
+            )
+            print(_line(f"similarity, {source} ({row['n']} pairs)", row["similarity"], None, None))
     model = fit.train(data)
     tested: dict[str, Any] | None = None
     if args.test_pairs:
@@ -142,6 +160,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # Pairs generated from a library are noisy labels: a model fitted to them can rank
     # worse than the built-in weights. Keep it only if it beats them on held-out folds.
+    if cv is None and not args.force:
+        print(
+            "not saved: without cross-validation (--cv 0, or fewer questions than folds) "
+            "nothing shows the trained model ranks better than the built-in features; "
+            "--force saves it anyway"
+        )
+        return 0
     if cv and builtin_auc is not None and (cv["auc"] or 0.0) <= builtin_auc and not args.force:
         print(
             f"not saved: held out, the trained model ranks no better than the built-in "
