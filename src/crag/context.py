@@ -174,6 +174,20 @@ class Context:
     )
 
     # --- generation ---------------------------------------------------------------
+    verify: bool = field(
+        default=True,
+        metadata={
+            "description": "Check the answer's evidence against the question's years, "
+            "dates, versions and names; decline when it speaks of others."
+        },
+    )
+    near_miss_answers: bool = field(
+        default=False,
+        metadata={
+            "description": "When the evidence answers a neighbouring question (2022 "
+            "instead of 2023), say so and answer it instead of declining."
+        },
+    )
     max_answer_tokens: int = field(
         default=320, metadata={"description": "Upper bound on generated answer tokens."}
     )

@@ -13,6 +13,7 @@ from typing_extensions import TypedDict
 
 Verdict = Literal["correct", "incorrect", "ambiguous"]
 Origin = Literal["library", "external"]
+Support = Literal["supported", "partial", "none"]
 
 
 class Passage(TypedDict):
@@ -86,4 +87,8 @@ class State(InputState, total=False):
     kept_strips: list[Strip]
     answer: str
     citations: list[Citation]
+    # whether crag answered, and how far the evidence supports the answer
+    answered: bool
+    support: Support
+    unsupported: list[str]  # what the question asks that the evidence does not show
     path: Annotated[list[Step], _merge_path]

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from crag.nodes.generate import is_refusal
 from crag.text import normalize
 from crag_lab.dataset import ANSWERABLE, CATEGORIES, VERDICTS, Question
 
@@ -246,8 +245,8 @@ def system_metrics(
     with_answers = [(q, r) for q, r in answerable if q["answers"]]
     partial = [full_support(q, r["context"]) for q, r in ok if q["category"] == "partial"]
     nothing = [r for q, r in ok if q["category"] == "none"]
-    refused_none = [is_refusal(str(r.get("answer", ""))) for r in nothing]
-    answered_answerable = [not is_refusal(str(r.get("answer", ""))) for _, r in answerable]
+    refused_none = [not r.get("answered") for r in nothing]
+    answered_answerable = [bool(r.get("answered")) for _, r in answerable]
 
     context_tokens = [int(r["context_tokens"]) for _, r in ok]
     retrieved_tokens = [int(r["retrieved_tokens"]) for _, r in ok]

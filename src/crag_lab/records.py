@@ -86,6 +86,7 @@ def failed_record(question: str, error: BaseException, seconds: float) -> dict[s
         "question": question,
         "verdict": None,
         "answer": "",
+        "answered": False,
         "path": [],
         "timings": {},
         "context": [],

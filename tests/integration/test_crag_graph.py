@@ -214,6 +214,29 @@ def test_openai_chat_model_answers_with_sources_as_untrusted_data(
     assert "<data" in user["content"] and BIAS_VARIANCE in user["content"]
 
 
+def test_the_model_declining_is_state_not_words(dev_home: Path, openai_server: FakeOpenAI) -> None:
+    """A model that finds no answer says so in its JSON; one that answers with words an
+    old substring test took for a refusal still answers."""
+    openai_server.found = False
+    declined = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    assert declined["answered"] is False and declined["support"] == "none"
+    assert declined["answer"].startswith(prompts.NOT_FOUND) and declined["citations"] == []
+    openai_server.found = True
+    openai_server.reply = "The books could not find a single cause; it balances two errors [1]."
+    answered = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    assert answered["answered"] is True and answered["answer"] == openai_server.reply
+
+
+def test_a_reply_that_is_not_json_falls_back_to_cited_passages(
+    dev_home: Path, openai_server: FakeOpenAI
+) -> None:
+    openai_server.json_replies = False  # plain text where JSON was asked for
+    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    assert result["answer"].startswith("(The language model's reply could not be read")
+    assert result["answered"] is True and result["citations"]
+    assert "[1]" in result["answer"]
+
+
 def test_a_failing_chat_model_falls_back_to_cited_passages(
     dev_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,6 +38,10 @@ class FakeOpenAI:
     #: (path, JSON body, headers with lower-case names) of every request
     requests: list[tuple[str, dict[str, Any], dict[str, str]]] = field(default_factory=list)
     reply: str = "Zorbo is the capital."
+    #: asked for JSON (response_format), reply {"found": found, "answer": reply}, as a
+    #: server that honours the schema would; False sends `reply` as it is (bad JSON)
+    json_replies: bool = True
+    found: bool = True
     p_yes: float = 0.8
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -89,9 +93,12 @@ class FakeOpenAI:
             self._server.server_close()
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        content = self.reply
+        if body.get("response_format") and self.json_replies:
+            content = json.dumps({"found": self.found, "answer": self.reply if self.found else ""})
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": self.reply},
+            "message": {"role": "assistant", "content": content},
             "finish_reason": "stop",
         }
         if body.get("logprobs"):

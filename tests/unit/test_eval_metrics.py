@@ -167,6 +167,8 @@ def _record(verdict: str | None, answer: str, context: list[dict[str, Any]], **k
         "path": kw.get("path", ["retrieve", "generate"]),
         "web_query": kw.get("web_query"),
         "error": kw.get("error"),
+        # what the system's state says; the words of the answer are never read for it
+        "answered": kw.get("answered", answer != NOT_FOUND),
     }
 
 
@@ -176,7 +178,8 @@ def test_refusal_versus_confident_wrong_on_unanswerable_questions() -> None:
     records = [
         _record("incorrect", NOT_FOUND, []),
         _record("ambiguous", "Something made up [1].", [{"source": "x", "text": "noise"}]),
-        _record("incorrect", "I cannot find that in the sources.", []),
+        # declined in words an old substring test missed: the state is what counts
+        _record("incorrect", "The sources do not say.", [], answered=False),
     ]
     m = system_metrics(questions, records)
     assert m["none"] == {

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from crag.grading.constraints import check, constraints
 from crag.grading.coverage import comparison_sides, is_specific, key_terms
 from crag.grading.verdict import decide_verdict
 from crag.graph import graph, route_after_grade
-from crag.nodes.generate import cited, extractive_answer, is_refusal, number_sources
+from crag.nodes.generate import cited, extractive_answer, number_sources
 from crag.nodes.refine import decompose, knowledge_for, select
 from crag.nodes.rewrite import clean_query
 from crag.state import Passage, State
@@ -168,10 +169,28 @@ def test_citations_keep_source_and_page_of_each_kept_strip() -> None:
     assert [c["n"] for c in cited("No markers at all.", numbered)] == [1, 2]
 
 
-def test_refusals_are_recognised() -> None:
-    assert is_refusal("I could not find this in the library or the external sources.")
-    assert is_refusal("   ")
-    assert not is_refusal("Dropout zeroes activations at random [1].")
+def test_question_constraints_and_the_evidence_that_meets_them() -> None:
+    def kinds(question: str) -> list[tuple[str, str]]:
+        return [(c.kind, c.value) for c in constraints(question)]
+
+    assert kinds("Who was awarded the 2023 Nobel Prize in Literature?") == [("year", "2023")]
+    assert kinds("What changed in scikit-learn 1.5?") == [
+        ("version", "1.5"),
+        ("name", "scikit learn"),
+    ]
+    assert kinds("Which team won Super Bowl LVIII?") == [("name", "lviii")]
+    assert kinds("What is the bias-variance trade-off?") == []
+    assert kinds("What is L2 regularization?") == []  # vocabulary, not a name
+    nobel = constraints("Who was awarded the 2023 Nobel Prize in Literature?")
+    stale = check(nobel, ["The 2021 Nobel Prize in Literature went to Abdulrazak Gurnah."])
+    assert not stale.holds and stale.instead == {"2023": ["2021"]}
+    assert check(nobel, ["In 2023 the prize went to Jon Fosse."]).holds
+    version = constraints("What changed in scikit-learn 1.5?")
+    assert not check(version, ["scikit-learn 1.2 added a new estimator."]).holds
+    assert check(version, ["Scikit-learn 1.5 changed the default solver."]).holds
+    model = constraints("How many parameters does GPT-5 have?")
+    assert not check(model, ["GPT-3 has 175 billion parameters."]).holds
+    assert check(model, ["GPT–5's size was not disclosed."]).holds  # typeset dash
 
 
 def test_key_terms_drop_question_words_and_possessives() -> None:

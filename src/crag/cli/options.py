@@ -73,6 +73,14 @@ def add_context_flags(parser: argparse.ArgumentParser, fields: Sequence[str] = R
         help="skip knowledge refinement (ablation)",
     )
     group.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_const",
+        const=False,
+        default=None,
+        help="do not check answers against the question's years, versions and names",
+    )
+    group.add_argument(
         "--no-llm",
         dest="no_llm",
         action="store_true",
@@ -84,6 +92,7 @@ def context_from_args(args: argparse.Namespace) -> Context:
     """Context from the environment, overridden by the flags that were given."""
     overrides = {dest: getattr(args, dest, None) for _, dest, _, _ in _FLAGS}
     overrides["refine"] = getattr(args, "refine", None)
+    overrides["verify"] = getattr(args, "verify", None)
     if getattr(args, "no_llm", False):
         overrides["chat_model"] = "extractive"
         if overrides.get("grader") in (None, "auto", "cascade", "judge"):

@@ -1,12 +1,17 @@
-"""generate: answer from the refined context only, with [n] citations.
+"""generate: answer from the refined context only, with [n] citations, then verify.
 
 With no refined context left, crag says so instead of guessing, and no model runs.
+Verification checks the evidence the answer rests on against the question's
+constraints (years, dates, versions, names): a passage about 2022 does not answer a
+question about 2023, so crag declines and says what it found instead. Whether crag
+answered is state (`answered`, `support`), never read back from the answer's words.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -14,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from crag import prompts
 from crag.context import Context
+from crag.grading.constraints import Check, Constraint, check, constraints
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Citation, Passage, State, Strip
@@ -69,10 +75,15 @@ def render_sources(numbered: list[tuple[Citation, list[Strip]]]) -> str:
 _Pick = tuple[float, int, int, str]  # score, position, citation number, text
 
 
-def extractive_answer(numbered: list[tuple[Citation, list[Strip]]], limit: int = 3) -> str:
+def extractive_answer(
+    numbered: list[tuple[Citation, list[Strip]]],
+    limit: int = 3,
+    asked: Sequence[Constraint] = (),
+) -> str:
     """No LLM: the best-scoring kept strips, each with its citation.
 
-    Library and web strips take turns, so a partial answer shows both halves.
+    Library and web strips take turns, so a partial answer shows both halves; strips
+    that meet more of the question's constraints (`asked`) go first.
     """
     by_origin: dict[str, list[_Pick]] = {}
     for c, strips in numbered:
@@ -80,7 +91,8 @@ def extractive_answer(numbered: list[tuple[Citation, list[Strip]]], limit: int =
             by_origin.setdefault(c["origin"], []).append(
                 (s["score"], s["position"], c["n"], s["text"])
             )
-    queues = [sorted(items, key=lambda t: -t[0]) for items in by_origin.values()]
+    met = {t[3]: len(check(asked, [t[3]]).met) for picks in by_origin.values() for t in picks}
+    queues = [sorted(items, key=lambda t: (-met[t[3]], -t[0])) for items in by_origin.values()]
     picked: list[_Pick] = []
     while len(picked) < limit and any(queues):
         for queue in queues:
@@ -96,51 +108,114 @@ def cited(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> list[Cit
     return [c for c in citations if c["n"] in used] or citations
 
 
-def is_refusal(answer: str) -> bool:
-    low = answer.lower()
-    return not low.strip() or "could not find" in low or "cannot find" in low
+def declined(reason: str, detail: str, unsupported: Sequence[str] = ()) -> dict[str, Any]:
+    """crag's refusal: no answer, no citations, and why."""
+    return {
+        "answer": f"{prompts.NOT_FOUND} {reason}".strip(),
+        "citations": [],
+        "answered": False,
+        "support": "none",
+        "unsupported": list(unsupported),
+        **note(detail),
+    }
+
+
+def near_miss(result: Check) -> str:
+    """What the evidence speaks of instead of what was asked (2021, not 2023)."""
+    parts = []
+    for c in result.unmet:
+        instead = result.instead.get(c.value)
+        parts.append(f"{', '.join(instead)}, not {c.value}" if instead else f"not {c.value}")
+    return "The sources found speak of " + "; ".join(parts) + "."
+
+
+async def draft(
+    question: str, numbered: list[tuple[Citation, list[Strip]]], ctx: Context
+) -> tuple[str | None, str]:
+    """The chat model's answer (None when it finds none in the sources), and a note.
+
+    A reply that is not the JSON asked for, or a model that fails, gives the best
+    passages instead, said so in the answer: the run still answers from its sources.
+    """
+    model = make_chat_model(ctx.chat_model, ctx, max_tokens=ctx.max_answer_tokens)
+    messages = [
+        SystemMessage(prompts.ANSWER_SYSTEM),
+        HumanMessage(
+            prompts.ANSWER_USER.format(sources=render_sources(numbered), question=question)
+        ),
+    ]
+
+    def fallback(why: str, detail: str) -> tuple[str, str]:
+        return f"({why}; best passages shown.) " + extractive_answer(numbered), detail
+
+    try:
+        reply = await model.with_structured_output(prompts.Reply, include_raw=True).ainvoke(
+            messages
+        )
+    except ValueError as exc:  # a client that parses the JSON itself (pydantic) and raises
+        log.warning("chat model reply is not the JSON asked for: %s", exc)
+        return fallback("The language model's reply could not be read", "unreadable reply")
+    except Exception as exc:  # timeout, HTTP error, context overflow: still answer
+        log.warning("chat model failed (%s); answering with the best passages", exc)
+        name = type(exc).__name__
+        return fallback(f"The language model failed: {name}", f"model failed ({name})")
+    parsed = reply.get("parsed") if isinstance(reply, dict) else None
+    if not isinstance(parsed, prompts.Reply):
+        log.warning("chat model reply is not the JSON asked for: %r", reply)
+        return fallback("The language model's reply could not be read", "unreadable reply")
+    if not parsed.found or not parsed.answer.strip():
+        return None, "model found no answer"
+    return parsed.answer.strip(), f"{len(numbered)} sources"
 
 
 @recorded
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
+    question = state["question"]
     kept = state.get("kept_strips") or []
     docs = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
     if not kept:
-        answer = prompts.NOT_FOUND
-        if state.get("web_error"):
-            answer += f" (The external source failed: {state['web_error']})"
-        return {"answer": answer, "citations": [], **note("no supporting source: declined")}
+        failed = state.get("web_error")
+        reason = f"(The external source failed: {failed})" if failed else ""
+        return declined(reason, "no supporting source: declined")
     numbered = number_sources(kept, docs)
+    asked = constraints(question) if ctx.verify else []
     if ctx.chat_model == EXTRACTIVE:
-        answer = extractive_answer(numbered)
-        return {"answer": answer, "citations": cited(answer, numbered), **note("extractive")}
-    model = make_chat_model(ctx.chat_model, ctx, max_tokens=ctx.max_answer_tokens)
-    try:
-        reply = await model.ainvoke(
-            [
-                SystemMessage(prompts.ANSWER_SYSTEM),
-                HumanMessage(
-                    prompts.ANSWER_USER.format(
-                        sources=render_sources(numbered), question=state["question"]
-                    )
-                ),
-            ]
-        )
-    except Exception as exc:  # timeout, HTTP error, context overflow: still answer
-        log.warning("chat model failed (%s); answering with the best passages", exc)
-        answer = extractive_answer(numbered)
-        warning = f"(The language model failed: {type(exc).__name__}; best passages shown.) "
-        return {
-            "answer": warning + answer,
-            "citations": cited(answer, numbered),
-            **note(f"model failed ({type(exc).__name__}): extractive fallback"),
-        }
-    answer = str(reply.content).strip()
-    if is_refusal(answer):
-        return {"answer": prompts.NOT_FOUND, "citations": [], **note("model found no answer")}
+        answer, detail = extractive_answer(numbered, asked=asked), "extractive"
+    else:
+        drafted, detail = await draft(question, numbered, ctx)
+        if drafted is None:
+            return declined("", detail)
+        answer = drafted
+    citations = cited(answer, numbered)
+    if asked:
+        # the evidence: what the answer quotes, or the strips of the sources it cites
+        if ctx.chat_model == EXTRACTIVE:
+            evidence = [answer]
+        else:
+            evidence = [s["text"] for c, strips in numbered if c in citations for s in strips]
+        # a name in the title of a source counts too: a page titled "Super Bowl LVIII"
+        titles = [c.get("title") or "" for c, _ in numbered]
+        result = check(asked, evidence, context=[*(s["text"] for s in kept), *titles])
+        if not result.holds:
+            unmet = [c.value for c in result.unmet]
+            found = near_miss(result)
+            if not ctx.near_miss_answers:
+                return declined(f"({found})", f"declined: evidence lacks {', '.join(unmet)}", unmet)
+            answer = f"{found} {answer}"
+            return {
+                "answer": answer,
+                "citations": citations,
+                "answered": True,
+                "support": "partial",
+                "unsupported": unmet,
+                **note(f"near miss: evidence lacks {', '.join(unmet)}"),
+            }
     return {
         "answer": answer,
-        "citations": cited(answer, numbered),
-        **note(f"{len(numbered)} sources"),
+        "citations": citations,
+        "answered": True,
+        "support": "supported",
+        "unsupported": [],
+        **note(detail),
     }

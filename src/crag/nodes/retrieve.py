@@ -23,6 +23,7 @@ FRESH_RUN = {
     "kept_strips": [],
     "answer": "",
     "citations": [],
+    "unsupported": [],
 }
 
 

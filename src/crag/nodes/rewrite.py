@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from crag import prompts
 from crag.context import Context
+from crag.grading.constraints import check, constraints
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import State
@@ -29,13 +30,20 @@ def clean_query(raw: str) -> str:
     return line.strip().strip("\"'` ").rstrip(".")
 
 
+def with_constraints(query: str, question: str) -> str:
+    """The query, plus any year, date, version or name of the question it dropped: a
+    search that loses "2023" finds every year's results."""
+    missing = [c.value for c in check(constraints(question), [query]).unmet]
+    return " ".join([query, *missing]).strip()
+
+
 @recorded
 async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     question = state["question"]
     gaps = list(state.get("missing_terms") or [])
     # What the library lacks leads the query: the web is there to fill that gap.
-    fallback = keyword_query(" ".join([*gaps, question]))
+    fallback = with_constraints(keyword_query(" ".join([*gaps, question])), question)
     if ctx.chat_model == EXTRACTIVE:
         return {"web_query": fallback, **note(f"keywords: {fallback}")}
     model = make_chat_model(ctx.chat_model, ctx, max_tokens=24)
@@ -56,4 +64,5 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         query = ""
     if not 2 <= len(query) <= 200:
         return {"web_query": fallback, **note(f"keywords (model gave no usable query): {fallback}")}
+    query = with_constraints(query, question)
     return {"web_query": query, **note(f"query: {query}")}

@@ -1,0 +1,130 @@
+"""A question's constraints, and whether the evidence for an answer meets them.
+
+Relevance is "about the same thing"; answerability is also "under the question's
+constraints". A passage on the 2022 prize does not answer a question about the 2023
+prize, nor does the guide to version 1.2 answer a question about version 1.5, nor a
+chapter on GPT-3 a question about GPT-5. So the years, dates, version numbers and
+specific names a question asks about must appear in the evidence an answer rests on;
+what the evidence says instead (another year, another version) is reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from crag.grading.coverage import is_specific, key_terms
+from crag.text import MONTHS, folded_words, normalize
+
+_YEAR = re.compile(r"(?<![\w.])(1[89]\d\d|20\d\d)(?![\w.])")
+# "1.5", "3.11.2", "v2", "version 3": numbers that name one release among others
+_VERSION = re.compile(
+    r"(?<![\w.])(?:v(?=\d)|version\s+)?(\d+(?:\.\d+)+|(?<=v)\d+|(?<=version )\d+)(?![\w.])", re.I
+)
+_MONTH_DAY = re.compile(r"\b([a-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    kind: str  # year | version | date | name
+    value: str  # in normal form, lower case
+
+
+@dataclass
+class Check:
+    """What the evidence shows of the question's constraints."""
+
+    met: list[Constraint] = field(default_factory=list)
+    unmet: list[Constraint] = field(default_factory=list)
+    # per unmet year or version: the other years or versions the evidence names
+    instead: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def holds(self) -> bool:
+        return not self.unmet
+
+
+def constraints(question: str) -> list[Constraint]:
+    """The years, dates, versions and specific names a question asks about."""
+    text = normalize(question)
+    low = text.lower()
+    found: list[Constraint] = [Constraint("year", y) for y in _YEAR.findall(text)]
+    found += [Constraint("version", v.lower()) for v in _VERSION.findall(text)]
+    found += [
+        Constraint("date", f"{m[:3]} {int(d)}")
+        for m, d in _MONTH_DAY.findall(low)
+        if m in MONTHS and m != "may"  # "may 5" is more often a verb than a date
+    ]
+    numbers = {c.value for c in found}
+    for term in key_terms(text):
+        # a name as written: capitals, digits or a hyphen (AdaBoost, LVIII, GPT-5,
+        # scikit-learn); a rare lower-case word ("regularization") is vocabulary
+        written_as_name = re.search(r"[A-Z\d-]", term) is not None
+        letters = sum(ch.isalpha() for ch in term)  # "t-1", "x2": notation, not a name
+        if (
+            written_as_name
+            and letters >= 2
+            and is_specific(term)
+            and not any(n in term.lower() for n in numbers)
+        ):
+            found.append(Constraint("name", " ".join(folded_words(term.replace("-", " ")))))
+    return list(dict.fromkeys(c for c in found if c.value))
+
+
+def _words(texts: Sequence[str]) -> str:
+    """The texts' words in normal form, hyphens as spaces, padded for whole-word search."""
+    return " " + " ".join(" ".join(folded_words(t)) for t in texts).replace("-", " ") + " "
+
+
+def _spelled_out(acronym: str, words: Sequence[str]) -> bool:
+    """ "sgd" in "stochastic gradient descent": an acronym the evidence writes in full."""
+    n = len(acronym)
+    if not 2 <= n <= 6 or not acronym.isalpha():
+        return False
+    initials = "".join(w[0] for w in words)
+    return any(initials[i : i + n] == acronym for i in range(len(initials) - n + 1))
+
+
+def check(
+    question_constraints: Sequence[Constraint],
+    evidence: Sequence[str],
+    context: Sequence[str] | None = None,
+) -> Check:
+    """Which constraints the evidence meets, in normal form (plurals of names, and
+    acronyms written in full, too).
+
+    Years, dates and versions must be in the `evidence` (the passages the answer
+    quotes): they constrain the fact. Names must be in the `context` (all the
+    passages the answer drew on; the evidence by default): they are its topic, and a
+    comparison's two names rarely share one passage.
+    """
+    joined = _words(context if context is not None else evidence)
+    low = normalize(" ".join(evidence)).lower()
+    result = Check()
+    for c in question_constraints:
+        if c.kind == "date":
+            month, day = c.value.split()
+            ok = any(
+                m[:3] == month and int(d) == int(day)
+                for m, d in _MONTH_DAY.findall(low)
+                if m in MONTHS
+            ) or any(
+                int(d) == int(day) and m[:3] == month
+                for d, m in re.findall(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+([a-z]{3,9})\b", low)
+                if m in MONTHS
+            )
+        elif c.kind == "name":
+            ok = (
+                any(f" {c.value}{s} " in joined for s in ("", "s", "es"))
+                or f" {c.value.replace(' ', '')} " in joined
+                or _spelled_out(c.value, joined.split())
+            )
+        else:
+            ok = re.search(rf"(?<![\w.]){re.escape(c.value)}(?![\w]|\.\d)", low) is not None
+        (result.met if ok else result.unmet).append(c)
+        if not ok and c.kind in ("year", "version"):
+            pattern = _YEAR if c.kind == "year" else _VERSION
+            others = [v.lower() for v in pattern.findall(normalize(" ".join(evidence)))]
+            result.instead[c.value] = list(dict.fromkeys(v for v in others if v != c.value))
+    return result

@@ -1,0 +1,85 @@
+"""Verification: an answer's evidence must meet the question's constraints.
+
+A passage about the right thing under the wrong constraint (another year, another
+version, a neighbouring model) is declined, and the same passage under the right
+constraint is answered. Whether crag answered is state, not words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.runtime import Runtime
+
+from crag.context import Context
+from crag.nodes.generate import generate
+from crag.nodes.rewrite import with_constraints
+from crag.state import Passage, State, Strip
+
+CASES = [  # question, passage under another constraint, passage under the asked one
+    (
+        "Who was awarded the 2023 Nobel Prize in Literature?",
+        "The 2022 Nobel Prize in Literature was awarded to Annie Ernaux.",
+        "The 2023 Nobel Prize in Literature was awarded to Jon Fosse.",
+    ),
+    (
+        "What changed in scikit-learn 1.5?",
+        "Release highlights for scikit-learn 1.2: the set_output API was added.",
+        "Release highlights for scikit-learn 1.5: tuned thresholds for classifiers.",
+    ),
+    (
+        "How many parameters does GPT-5 have?",
+        "GPT-3 has 175 billion parameters, a hundred times more than GPT-2.",
+        "GPT-5 has an undisclosed number of parameters, its maker says.",
+    ),
+]
+
+
+def answer(question: str, passage: str, **knobs: Any) -> dict[str, Any]:
+    doc: Passage = {"id": "d1", "text": passage, "origin": "external", "source": "news"}
+    strip: Strip = {"doc_id": "d1", "position": 0, "text": passage, "score": 0.9}
+    state: State = {"question": question, "web_docs": [doc], "kept_strips": [strip]}
+    ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="extractive", **knobs)
+    return asyncio.run(generate(state, runtime=Runtime(context=ctx)))
+
+
+@pytest.mark.parametrize(("question", "other", "asked"), CASES)
+def test_the_wrong_constraint_is_declined_and_the_right_one_answered(
+    question: str, other: str, asked: str
+) -> None:
+    wrong = answer(question, other)
+    assert wrong["answered"] is False and wrong["support"] == "none"
+    assert wrong["citations"] == [] and wrong["unsupported"]
+    assert wrong["answer"].startswith("I could not find this")
+    right = answer(question, asked)
+    assert right["answered"] is True and right["support"] == "supported"
+    assert right["answer"].startswith(asked) and right["citations"]
+
+
+def test_the_decline_names_what_the_sources_speak_of() -> None:
+    question, other, _ = CASES[0]
+    assert "speak of 2022, not 2023" in answer(question, other)["answer"]
+    near = answer(question, other, near_miss_answers=True)
+    assert near["answered"] is True and near["support"] == "partial"
+    assert near["unsupported"] == ["2023"]
+    assert near["answer"].startswith("The sources found speak of 2022, not 2023. The 2022")
+
+
+def test_verification_can_be_switched_off() -> None:
+    question, other, _ = CASES[0]
+    assert answer(question, other, verify=False)["answered"] is True
+
+
+def test_a_question_without_constraints_is_answered_from_its_evidence() -> None:
+    result = answer("What does dropout do?", "Dropout zeroes random units during training.")
+    assert result["answered"] is True and result["unsupported"] == []
+
+
+def test_the_web_query_keeps_the_question_constraints() -> None:
+    question = "Who was awarded the 2023 Nobel Prize in Literature?"
+    assert with_constraints("nobel prize literature", question).split()[-1] == "2023"
+    kept = "scikit-learn 1.5 changes"
+    assert with_constraints(kept, "What changed in scikit-learn 1.5?") == kept
