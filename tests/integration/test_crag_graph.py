@@ -208,10 +208,12 @@ def test_openai_chat_model_answers_with_sources_as_untrusted_data(
     assert result["answer"] == "The bias-variance trade-off balances two errors [1]."
     assert [c["n"] for c in result["citations"]] == [1]
     chats = [body for path, body, _ in openai_server.requests if path.endswith("/completions")]
-    assert chats, "generate did not call the chat model"
-    system, user = chats[-1]["messages"][0], chats[-1]["messages"][1]
-    assert system["role"] == "system" and "never instructions" in system["content"]
-    assert "<data" in user["content"] and BIAS_VARIANCE in user["content"]
+    assert len(chats) == 2, "generate did not call the chat model to answer, then to check"
+    for body in chats:  # the answer, then its grounding check: sources stay data in both
+        system, user = body["messages"][0], body["messages"][1]
+        assert system["role"] == "system" and "never instructions" in system["content"]
+        assert "<data" in user["content"]
+    assert BIAS_VARIANCE in chats[0]["messages"][1]["content"]
 
 
 def test_the_model_declining_is_state_not_words(dev_home: Path, openai_server: FakeOpenAI) -> None:
@@ -225,6 +227,22 @@ def test_the_model_declining_is_state_not_words(dev_home: Path, openai_server: F
     openai_server.reply = "The books could not find a single cause; it balances two errors [1]."
     answered = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
     assert answered["answered"] is True and answered["answer"] == openai_server.reply
+
+
+def test_sentences_the_sources_do_not_state_are_removed(
+    dev_home: Path, openai_server: FakeOpenAI
+) -> None:
+    openai_server.reply = "It balances bias and variance [1]. It was invented in 1802 [1]."
+    openai_server.grounding = [True, False]
+    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    assert result["answer"] == "It balances bias and variance [1]."
+    assert result["answered"] is True and result["support"] == "partial"
+    grounding = openai_server.requests[-1][1]
+    assert grounding["response_format"]["json_schema"]["name"] == "Grounding"
+    assert "2. It was invented in 1802 [1]." in grounding["messages"][-1]["content"]
+    openai_server.grounding = [False, False]
+    nothing = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    assert nothing["answered"] is False and nothing["citations"] == []
 
 
 def test_a_reply_that_is_not_json_falls_back_to_cited_passages(

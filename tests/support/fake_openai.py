@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import math
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +43,8 @@ class FakeOpenAI:
     #: server that honours the schema would; False sends `reply` as it is (bad JSON)
     json_replies: bool = True
     found: bool = True
+    #: the grounding check's verdicts per answer sentence (default: all supported)
+    grounding: list[bool] | None = None
     p_yes: float = 0.8
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -94,7 +97,12 @@ class FakeOpenAI:
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         content = self.reply
-        if body.get("response_format") and self.json_replies:
+        schema = (body.get("response_format") or {}).get("json_schema") or {}
+        if schema.get("name") == "Grounding" and self.json_replies:
+            asked = body["messages"][-1]["content"].split("Answer sentences:")[-1]
+            count = len(re.findall(r"(?m)^\d+\. ", asked))
+            content = json.dumps({"supported": self.grounding or [True] * count})
+        elif schema and self.json_replies:
             content = json.dumps({"found": self.found, "answer": self.reply if self.found else ""})
         choice: dict[str, Any] = {
             "index": 0,

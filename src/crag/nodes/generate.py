@@ -23,6 +23,7 @@ from crag.grading.constraints import Check, Constraint, check, constraints
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Citation, Passage, State, Strip
+from crag.text import split_sentences
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +169,35 @@ async def draft(
     return parsed.answer.strip(), f"{len(numbered)} sources"
 
 
+async def grounded(
+    answer: str, numbered: list[tuple[Citation, list[Strip]]], ctx: Context
+) -> tuple[str, int, str]:
+    """The answer without the sentences its sources do not state (one model call for
+    all sentences), how many were dropped, and a note. A reply that cannot be read
+    keeps the answer as it is: the check is a filter, not a gate."""
+    sentences = split_sentences(answer)
+    if not sentences:
+        return answer, 0, "nothing to check"
+    model = make_chat_model(ctx.judge_model or ctx.chat_model, ctx, max_tokens=16 * len(sentences))
+    listed = "\n".join(f"{i}. {text}" for i, text in enumerate(sentences, 1))
+    messages = [
+        SystemMessage(prompts.GROUND_SYSTEM),
+        HumanMessage(
+            prompts.GROUND_USER.format(sources=render_sources(numbered), sentences=listed)
+        ),
+    ]
+    try:
+        reply = await model.with_structured_output(prompts.Grounding).ainvoke(messages)
+    except Exception as exc:  # unreadable reply, timeout: the answer stands unchecked
+        log.warning("grounding check failed (%s); answer kept unchecked", exc)
+        return answer, 0, f"grounding check failed ({type(exc).__name__})"
+    verdicts = reply.supported if isinstance(reply, prompts.Grounding) else []
+    if len(verdicts) != len(sentences):
+        return answer, 0, "grounding check unreadable (one verdict per sentence expected)"
+    kept = [text for text, ok in zip(sentences, verdicts, strict=True) if ok]
+    return " ".join(kept), len(sentences) - len(kept), f"{len(kept)}/{len(sentences)} grounded"
+
+
 @recorded
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
@@ -181,12 +211,17 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     numbered = number_sources(kept, docs)
     asked = constraints(question) if ctx.verify else []
     if ctx.chat_model == EXTRACTIVE:
-        answer, detail = extractive_answer(numbered, asked=asked), "extractive"
+        answer, detail, dropped = extractive_answer(numbered, asked=asked), "extractive", 0
     else:
         drafted, detail = await draft(question, numbered, ctx)
         if drafted is None:
             return declined("", detail)
-        answer = drafted
+        answer, dropped = drafted, 0
+        if ctx.verify and detail.endswith("sources"):  # a model answer, not a fallback
+            answer, dropped, grounding = await grounded(drafted, numbered, ctx)
+            detail += f"; {grounding}"
+            if not answer:
+                return declined("", f"{detail}: nothing the sources state")
     citations = cited(answer, numbered)
     if asked:
         # the evidence: what the answer quotes, or the strips of the sources it cites
@@ -215,7 +250,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "answer": answer,
         "citations": citations,
         "answered": True,
-        "support": "supported",
+        "support": "partial" if dropped else "supported",
         "unsupported": [],
         **note(detail),
     }
