@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from crag.context import Context
 from crag.graph import checked, graph
-from crag.state import InputState, State
+from crag.state import InputState, State, clean_question
 
 
 def make_context(context: Context | None = None, **overrides: Any) -> Context:
@@ -31,10 +31,8 @@ async def aask(
 
     `on_step(node, update)` is called as each node finishes (progress display).
     """
-    question = question.strip()
-    if not question:
-        raise ValueError("the question is empty")
     ctx = make_context(context, **overrides)
+    question = clean_question(question, ctx.max_question_chars)
     final: dict[str, Any] = {}
     async for mode, chunk in graph.astream(
         InputState(question=question), context=ctx, stream_mode=["updates", "values"]
@@ -94,7 +92,9 @@ async def astream(
     """Yield (node name, state update) as each node finishes."""
     ctx = make_context(context, **overrides)
     async for chunk in graph.astream(
-        InputState(question=question.strip()), context=ctx, stream_mode="updates"
+        InputState(question=clean_question(question, ctx.max_question_chars)),
+        context=ctx,
+        stream_mode="updates",
     ):
         for node, update in chunk.items():
             yield node, update or {}

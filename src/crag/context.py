@@ -10,6 +10,7 @@ configuration. Precedence: arguments, then environment, then settings, then defa
 from __future__ import annotations
 
 import json
+import math
 import os
 import types
 import typing
@@ -144,6 +145,11 @@ class Context:
         metadata={"description": "Cascade: a first score at or above this is settled relevant."},
     )
 
+    max_question_chars: int = field(
+        default=4000,
+        metadata={"description": "Longer questions are refused (bounded work on any input)."},
+    )
+
     # --- refinement ---------------------------------------------------------------
     refine: bool = field(
         default=True, metadata={"description": "Knowledge refinement on (off for ablation)."}
@@ -227,6 +233,16 @@ class Context:
 
     def validate(self) -> None:
         """Reject contradictory knobs early, with the name of the knob at fault."""
+        for name in ("upper", "lower", "strip_threshold", "cascade_low", "cascade_high"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:  # NaN fails too
+                raise ValueError(f"{name} must be a number from 0 to 1, got {value!r}")
+        if not isinstance(self.timeout_s, int | float) or not 0 < self.timeout_s < math.inf:
+            raise ValueError(
+                f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}"
+            )
+        if self.max_question_chars < 1:
+            raise ValueError(f"max_question_chars must be >= 1, got {self.max_question_chars}")
         if not 0.0 <= self.lower <= self.upper <= 1.0:
             raise ValueError(
                 f"thresholds must satisfy 0 <= lower <= upper <= 1 "

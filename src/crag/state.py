@@ -6,7 +6,7 @@ state reads the same in Python, in `crag ask --json` and in `langgraph dev`.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 # pydantic (used by langgraph-api for schemas) needs typing_extensions.TypedDict before 3.12
 from typing_extensions import TypedDict
@@ -70,6 +70,25 @@ def _merge_path(old: list[Step], new: list[Step]) -> list[Step]:
 
 class InputState(TypedDict):
     question: str
+
+
+def clean_question(question: Any, max_chars: int) -> str:
+    """The question, stripped, or a ValueError that says what is wrong with it."""
+    if not isinstance(question, str):
+        raise ValueError(f"the question must be text, got {type(question).__name__}")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError:  # e.g. undecodable bytes passed on the command line
+        raise ValueError("the question is not valid UTF-8 text") from None
+    question = question.strip()
+    if not question:
+        raise ValueError("the question is empty")
+    if len(question) > max_chars:
+        raise ValueError(
+            f"the question is {len(question)} characters long; the limit is {max_chars} "
+            "(max_question_chars)"
+        )
+    return question
 
 
 class State(InputState, total=False):

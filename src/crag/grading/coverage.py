@@ -194,12 +194,15 @@ async def coverage_gaps(question: str, ctx: Context) -> tuple[list[str], list[st
     """
     if not ctx.coverage_check:
         return [], []
+    # text and library work, off the event loop (a server keeps serving meanwhile)
+    return await asyncio.to_thread(_gaps, question, ctx)
+
+
+def _gaps(question: str, ctx: Context) -> tuple[list[str], list[str]]:
     specific = [t for t in key_terms(question) if is_specific(t)]
     sides = comparison_sides(normalize(question))
     if not specific and not sides:  # most questions: nothing to look up
         return [], []
-    missing, mentions = await asyncio.gather(
-        asyncio.to_thread(missing_terms, ctx, ctx.collection, specific),
-        asyncio.to_thread(most_mentions, ctx, ctx.collection, sides),
-    )
-    return missing, [side for side, most in mentions.items() if most == 1]
+    mentions = most_mentions(ctx, ctx.collection, sides)
+    passing = [side for side, most in mentions.items() if most == 1]
+    return missing_terms(ctx, ctx.collection, specific), passing

@@ -235,16 +235,24 @@ class LogisticModel:
         return {"features": list(self.features), "weights": self.weights, "bias": self.bias}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LogisticModel:
+    def from_dict(cls, data: Any) -> LogisticModel:
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         if tuple(data.get("features", ())) != FEATURES:
             raise ValueError(
                 f"model features {data.get('features')} are not this crag's {list(FEATURES)}: "
                 "retrain it with `crag train-grader`"
             )
         weights = [float(v) for v in data["weights"]]
-        if len(weights) != len(FEATURES) or not all(math.isfinite(v) for v in weights):
-            raise ValueError("model weights are missing or not finite")
-        return cls(weights=weights, bias=float(data["bias"]))
+        bias = float(data["bias"])
+        if len(weights) != len(FEATURES) or not all(math.isfinite(v) for v in [*weights, bias]):
+            raise ValueError("model weights or bias are missing or not finite")
+        model = cls(weights=weights, bias=bias)
+        # scores must be probabilities on any input the features can give
+        probe = model.predict(np.array([[0.0] * len(FEATURES), [1.0] * len(FEATURES)]))
+        if not np.all(np.isfinite(probe)) or probe.min() < 0.0 or probe.max() > 1.0:
+            raise ValueError("model gives scores outside [0, 1]")
+        return model
 
 
 # Fit on 519 labelled (question, passage) pairs over news snippets and technical books

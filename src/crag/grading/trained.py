@@ -49,10 +49,12 @@ def load_trained_grader(
         return None
     try:
         payload = json.loads(path.read_text())
+        if not isinstance(payload, dict):
+            raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
         if payload.get("version") != FORMAT_VERSION:
             raise ValueError(f"format version {payload.get('version')!r}")
         model = LogisticModel.from_dict(payload["model"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if required:
             raise ProviderError(f"{path}: unusable trained grader ({exc})") from exc
         log.warning("ignoring unusable trained grader %s (%s)", path, exc)

@@ -1,0 +1,85 @@
+"""Bad input gets a clear error and never a silent wrong score."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from crag.context import Context
+from crag.grading.features import FEATURES
+from crag.grading.registry import make_grader
+from crag.grading.trained import model_path
+from crag.state import clean_question
+
+
+@pytest.mark.parametrize(
+    ("knobs", "field"),
+    [
+        ({"strip_threshold": float("nan")}, "strip_threshold"),
+        ({"strip_threshold": -1.0}, "strip_threshold"),
+        ({"upper": float("inf")}, "upper"),
+        ({"timeout_s": -5.0}, "timeout_s"),
+        ({"timeout_s": float("nan")}, "timeout_s"),
+        ({"max_question_chars": 0}, "max_question_chars"),
+    ],
+)
+def test_out_of_range_and_non_finite_knobs_are_refused(
+    knobs: dict[str, float], field: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match=field):
+        Context(home=tmp_path, **knobs)
+
+
+def test_a_non_finite_environment_value_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CRAG_UPPER", "NaN")
+    with pytest.raises(ValueError, match="upper"):
+        Context(home=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"features": list(FEATURES), "weights": [1.0] * len(FEATURES), "bias": float("nan")},
+        {"features": list(FEATURES), "weights": [1.0] * len(FEATURES), "bias": float("inf")},
+        {"features": list(FEATURES), "weights": ["NaN"] * len(FEATURES), "bias": 0.0},
+        [],
+    ],
+)
+def test_a_trained_grader_that_cannot_give_probabilities_is_ignored(
+    model: object, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = model_path(Context(home=tmp_path))
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": 1, "model": model, "metadata": {}}))
+    with caplog.at_level(logging.WARNING):
+        assert make_grader(Context(home=tmp_path)).name == "features"
+    assert "ignoring unusable trained grader" in caplog.text
+
+
+@pytest.mark.parametrize("payload", ["[]", '{"model": []}', "null", '"text"'])
+def test_a_trained_grader_file_of_the_wrong_shape_is_ignored(payload: str, tmp_path: Path) -> None:
+    path = model_path(Context(home=tmp_path))
+    path.parent.mkdir(parents=True)
+    path.write_text(payload)
+    assert make_grader(Context(home=tmp_path)).name == "features"
+
+
+@pytest.mark.parametrize(
+    ("question", "message"),
+    [
+        (None, "must be text, got NoneType"),
+        (42, "must be text, got int"),
+        ("   ", "empty"),
+        ("caf\udce9?", "not valid UTF-8"),
+        ("x" * 5000, "5000 characters long; the limit is 4000"),
+    ],
+)
+def test_bad_questions_get_a_one_line_reason(question: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        clean_question(question, 4000)
+    assert clean_question("  What is dropout?\n", 4000) == "What is dropout?"
