@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,8 @@ from processes import free_port, serving
 
 from crag.cli.main import main
 from crag.context import Context
-from crag.retrieval.library import describe, forget_clients, retrieve
+from crag.errors import StoreError
+from crag.retrieval.library import describe, forget_clients, open_client, retrieve
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +83,17 @@ def test_cli_reports_an_unreachable_server(
     code = main(["ingest", str(tmp_path / "a.md"), "--home", str(tmp_path)])
     assert code == 1
     assert "cannot reach the Chroma server" in capsys.readouterr().err
+
+
+def test_a_server_that_never_answers_times_out(tmp_path: Path) -> None:
+    """A listening socket that never replies: connecting succeeds, every read waits."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        ctx = Context(home=tmp_path, chroma_url=f"http://127.0.0.1:{silent.getsockname()[1]}")
+        ctx = ctx.with_overrides(timeout_s=1.0)
+        with pytest.raises(StoreError, match="no answer within 1 s"):
+            open_client(ctx)
+    finally:
+        silent.close()

@@ -63,6 +63,40 @@ def _parse_url(url: str) -> tuple[str, int, bool]:
     return parts.hostname, port, ssl
 
 
+def _http_client(url: str, timeout_s: float) -> ClientAPI:
+    """A client of the Chroma server at `url` whose every request times out.
+
+    chromadb's HTTP client waits forever (`httpx.Client(timeout=None)`), and already
+    talks to the server while it is built: so it is built in a daemon thread given
+    `timeout_s`, and its session then gets the timeout for every later request.
+    """
+    import chromadb  # see open_client
+    import httpx  # chromadb's own HTTP library
+
+    host, port, ssl = _parse_url(url)
+    done: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=_settings())
+            session = getattr(getattr(client, "_server", None), "_session", None)
+            if isinstance(session, httpx.Client):
+                session.timeout = httpx.Timeout(timeout_s)
+            client.heartbeat()
+            done["client"] = client
+        except Exception as exc:
+            done["error"] = exc
+
+    worker = threading.Thread(target=connect, name="chroma-connect", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer within {timeout_s:g} s")
+    if "error" in done:
+        raise done["error"]
+    return done["client"]
+
+
 _CLIENTS: dict[str, ClientAPI] = {}
 _CLIENTS_LOCK = threading.Lock()
 
@@ -81,10 +115,8 @@ def open_client(ctx: Context) -> ClientAPI:
         import chromadb  # about a second to import: only when a store is opened
 
         if ctx.chroma_url:
-            host, port, ssl = _parse_url(ctx.chroma_url)
             try:
-                client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=_settings())
-                client.heartbeat()
+                client = _http_client(ctx.chroma_url, ctx.timeout_s)
             except Exception as exc:
                 raise StoreError(
                     f"cannot reach the Chroma server at {ctx.chroma_url} ({exc}); start it "
