@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from crag.offline import use_offline_defaults
+
+use_offline_defaults()  # before any library that reads them is imported
+
 __all__ = ["Context", "aask", "ask", "graph"]
 __version__ = "0.1.0"
 

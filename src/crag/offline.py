@@ -1,4 +1,6 @@
-"""Defaults that keep crag offline: no tracing, telemetry or hub downloads."""
+"""Defaults that keep crag offline: no tracing, telemetry or hub downloads, and no
+writes outside crag's own folders. Importing crag applies them (a variable you set
+yourself wins)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",
     "LANGGRAPH_NO_VERSION_CHECK": "1",
+    # onnxruntime otherwise writes a device id and an event log under ~/.cache/Microsoft
+    "ORT_DISABLE_TELEMETRY": "1",
 }
 
 
