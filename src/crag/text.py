@@ -202,3 +202,16 @@ def split_date_stamps(snippet: str) -> tuple[str, list[str]]:
     """
     dates = _DATE_STAMP.findall(snippet)
     return (_DATE_STAMP.sub("", snippet) if dates else snippet), dates
+
+
+# C0 and C1 control characters but line breaks and tabs: a terminal obeys them
+# (ESC[2J clears the screen, OSC sequences retitle the window, BEL rings).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text safe to print to a terminal: control characters written as \\xNN escapes.
+
+    Document text, file names and web results are other people's bytes.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

@@ -13,6 +13,7 @@ from crag.grading.features import FEATURES
 from crag.grading.registry import make_grader
 from crag.grading.trained import model_path
 from crag.state import clean_question
+from crag.text import printable
 
 
 @pytest.mark.parametrize(
@@ -83,3 +84,10 @@ def test_bad_questions_get_a_one_line_reason(question: object, message: str) -> 
     with pytest.raises(ValueError, match=message):
         clean_question(question, 4000)
     assert clean_question("  What is dropout?\n", 4000) == "What is dropout?"
+
+
+def test_control_characters_never_reach_the_terminal() -> None:
+    hostile = "Title\x1b[2J\x1b]0;pwned\x07 and\x08 \x9b31m text\tok\nnext"
+    shown = printable(hostile)
+    assert not any((ord(c) < 32 and c not in "\t\n") or 127 <= ord(c) < 160 for c in shown)
+    assert shown == "Title\\x1b[2J\\x1b]0;pwned\\x07 and\\x08 \\x9b31m text\tok\nnext"

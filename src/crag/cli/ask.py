@@ -10,6 +10,7 @@ from typing import Any
 
 from crag.api import ask, summary
 from crag.cli.options import add_context_flags, context_from_args
+from crag.text import printable
 
 NAME = "ask"
 HELP = "answer a question from the library (and the web)"
@@ -25,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def progress(node: str, update: dict[str, Any]) -> None:
     step = (update.get("path") or [{}])[-1]
     seconds = step.get("seconds", 0.0)
-    print(f"  {node:<10} {seconds:6.2f}s  {step.get('detail', '')}", file=sys.stderr)
+    detail = printable(str(step.get("detail", "")))
+    print(f"  {node:<10} {seconds:6.2f}s  {detail}", file=sys.stderr)
 
 
 def render(result: dict[str, Any]) -> str:
@@ -54,8 +56,11 @@ def run(args: argparse.Namespace) -> int:
     ctx = context_from_args(args)
     show = not (args.quiet or args.json)
     if show:
-        print(f"question: {args.question}", file=sys.stderr)
+        print(f"question: {printable(args.question)}", file=sys.stderr)
     state = ask(args.question, context=ctx, on_step=progress if show else None)
     result = summary(state)
-    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else render(result))
+    # JSON escapes control characters itself; text goes through `printable`
+    print(
+        json.dumps(result, indent=2, ensure_ascii=False) if args.json else printable(render(result))
+    )
     return 0

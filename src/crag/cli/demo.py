@@ -19,6 +19,7 @@ from crag.cli.options import add_context_flags, context_from_args
 from crag.context import Context
 from crag.ingest.indexer import ingest_path
 from crag.ingest.progress import Progress, format_summary
+from crag.text import printable
 
 NAME = "demo"
 HELP = "ingest the sample library and ask its demo questions"
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         result = summary(ask(item["question"], context=ctx, on_step=progress))
         rows.append((item, result, time.perf_counter() - start))
-        print(render(result), flush=True)
+        print(printable(render(result)), flush=True)
     print("\n== summary")
     print(f"{'expected':<10} {'verdict':<10} {'seconds':>7}  question")
     for item, result, seconds in rows:

@@ -21,6 +21,7 @@ from crag.errors import IngestError, ProviderError, StoreError
 from crag.ingest.indexer import Ingestor
 from crag.ingest.progress import Progress, format_summary
 from crag.retrieval.library import check_collection_name
+from crag.text import printable
 
 NAME = "ingest"
 HELP = "index a folder of PDFs (and .md/.txt) into the library"
@@ -37,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _error(message: str) -> None:
-    print(f"crag ingest: error: {message}", file=sys.stderr)
+    print(f"crag ingest: error: {printable(message)}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,5 +64,5 @@ def run(args: argparse.Namespace) -> int:
         summary = ingestor.summary
         summary.interrupted = True
     result = summary.to_dict()
-    print(json.dumps(result, indent=2) if args.json else format_summary(result))
+    print(json.dumps(result, indent=2) if args.json else printable(format_summary(result)))
     return summary.exit_code

@@ -15,6 +15,7 @@ from types import ModuleType
 from crag.cli import ask, demo, ingest
 from crag.errors import CragError
 from crag.offline import use_offline_defaults
+from crag.text import printable
 
 
 def plugged_in() -> list[ModuleType]:
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code: int = args.run(args)
     except (CragError, ValueError) as exc:
-        print(f"crag {args.command}: error: {exc}", file=sys.stderr)
+        print(f"crag {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("crag: interrupted", file=sys.stderr)

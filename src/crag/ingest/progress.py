@@ -13,6 +13,7 @@ import time
 from typing import Any, TextIO
 
 from crag.ingest.indexer import Event
+from crag.text import printable
 
 
 def _fmt_time(seconds: float) -> str:
@@ -54,7 +55,7 @@ class Progress:
     def message(self, line: str) -> None:
         """A line that must stay visible (errors, warnings)."""
         self._clear()
-        self.stream.write(line + "\n")
+        self.stream.write(printable(line) + "\n")
         self.stream.flush()
         self._draw(force=True)
 
@@ -86,7 +87,7 @@ class Progress:
         room = width - len(text) - 3
         if self.source and room > 8:
             text += "  " + _shorten(self.source, room)
-        self.stream.write("\r\x1b[2K" + text[: width - 1])
+        self.stream.write("\r\x1b[2K" + printable(text)[: width - 1])
         self.stream.flush()
         self._drawn = True
 
