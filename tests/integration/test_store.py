@@ -47,24 +47,24 @@ def small_library(tmp_path: Path) -> Path:
 
 
 def test_collection_is_cosine_and_has_no_embedding_function(ctx: Context) -> None:
-    collection = get_collection(open_client(ctx), "books", create=True, embeddings="local")
+    collection = get_collection(open_client(ctx, create=True), "books", create=True, embeddings="local")
     assert collection.configuration_json["hnsw"]["space"] == "cosine"
     assert collection._embedding_function is None  # Chroma's default would download a model
     assert collection.metadata[EMBEDDINGS_KEY] == "local"
     # opening again, with or without the spec, gives the same collection
-    assert get_collection(open_client(ctx), "books").id == collection.id
-    assert open_client(ctx) is open_client(ctx)
+    assert get_collection(open_client(ctx, create=True), "books").id == collection.id
+    assert open_client(ctx, create=True) is open_client(ctx, create=True)
 
 
 def test_missing_collection_says_how_to_build_it(ctx: Context) -> None:
     with pytest.raises(StoreError, match=r"crag ingest PATH --collection notes"):
-        get_collection(open_client(ctx), "notes")
+        get_collection(open_client(ctx, create=True), "notes")
     with pytest.raises(StoreError, match="does not exist"):
         retrieve(ctx, "books", "anything", 3)
 
 
 def test_other_distance_or_embeddings_are_refused(ctx: Context) -> None:
-    client = open_client(ctx)
+    client = open_client(ctx, create=True)
     client.create_collection(
         "euclid", configuration={"hnsw": {"space": "l2"}}, embedding_function=None
     )
@@ -105,7 +105,7 @@ def test_retrieve_with_the_local_model(ctx: Context, small_library: Path) -> Non
 
 
 def test_mentions_count_how_often_one_chunk_names_a_phrase(ctx: Context) -> None:
-    collection = get_collection(open_client(ctx), "books", create=True, embeddings="local")
+    collection = get_collection(open_client(ctx, create=True), "books", create=True, embeddings="local")
     collection.add(
         ids=["a", "b", "c"],
         embeddings=[[1.0] + [0.0] * 383] * 3,
@@ -122,7 +122,7 @@ def test_mentions_count_how_often_one_chunk_names_a_phrase(ctx: Context) -> None
 
 
 def test_empty_collection_retrieves_nothing(ctx: Context) -> None:
-    get_collection(open_client(ctx), "books", create=True, embeddings="local")
+    get_collection(open_client(ctx, create=True), "books", create=True, embeddings="local")
     assert retrieve(ctx, "books", "anything", 5) == []
 
 
@@ -137,7 +137,7 @@ def test_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
     ctx = Context(home=tmp_path, chroma_url=url)
     started = time.perf_counter()
     with pytest.raises(StoreError) as info:
-        open_client(ctx)
+        open_client(ctx, create=True)
     assert url in str(info.value) and "chroma run" in str(info.value)
     assert time.perf_counter() - started < 10
     with pytest.raises(StoreError, match="invalid Chroma URL"):
@@ -149,3 +149,10 @@ def test_ingest_writes_no_model_when_nothing_changed(ctx: Context, small_library
     again = FakeEmbeddings(dim=384)
     assert ingest_path(ctx, small_library, embeddings=again).files_unchanged == 3
     assert again.calls == 0
+
+
+def test_asking_a_library_that_was_never_ingested_creates_nothing(tmp_path: Path) -> None:
+    ctx = Context(home=tmp_path / "never")
+    with pytest.raises(StoreError, match="no library at .*crag ingest PATH"):
+        retrieve(ctx, "books", "anything", 3)
+    assert not (tmp_path / "never").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 from importlib.metadata import entry_points
 from types import ModuleType
 
@@ -50,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         code: int = args.run(args)
-    except (CragError, ValueError) as exc:
+    except (CragError, ValueError) as exc:  # the user's to fix: one line (-v: traceback)
+        if args.verbose:
+            traceback.print_exc()
         print(f"crag {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

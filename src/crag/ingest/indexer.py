@@ -322,7 +322,7 @@ class Ingestor:
         try:
             with _home_lock(self.ctx):
                 collection = get_collection(
-                    open_client(self.ctx),
+                    open_client(self.ctx, create=True),
                     self.collection_name,
                     create=True,
                     embeddings=self.ctx.embeddings,

@@ -101,13 +101,19 @@ _CLIENTS: dict[str, ClientAPI] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def open_client(ctx: Context) -> ClientAPI:
+def open_client(ctx: Context, *, create: bool = False) -> ClientAPI:
     """A Chroma client for `ctx` (server at `ctx.chroma_url`, else `ctx.chroma_path`).
 
     Cached per location: a persistent client is not cheap to open, and the
-    retrieve node calls this once per question.
+    retrieve node calls this once per question. Only a writer (`create`) makes a new
+    embedded store: asking a library that was never ingested says so instead.
     """
     key = f"url:{ctx.chroma_url}" if ctx.chroma_url else f"path:{ctx.chroma_path.resolve()}"
+    if not ctx.chroma_url and not create and not (ctx.chroma_path / "chroma.sqlite3").is_file():
+        raise StoreError(
+            f"no library at {ctx.home}: build one with `crag ingest PATH --home {ctx.home}` "
+            "(or point --home / CRAG_HOME at an existing one)"
+        )
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is not None:
