@@ -21,11 +21,14 @@ async def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     try:
         search = make_search(ctx)
         docs = await search.asearch(queries, ctx.web_k)
+        # External results are graded like library chunks (one batch): refine keeps
+        # only those >= lower, so off-topic results never reach the answer.
+        scores = await make_grader(ctx).ascore(state["question"], [d["text"] for d in docs])
     except (SearchError, ProviderError) as exc:
         return {"web_docs": [], "web_error": str(exc), **note(f"failed: {exc}")}
-    # External results are graded like library chunks (one batch): refine keeps only
-    # those >= lower, so off-topic results never reach the answer.
-    scores = await make_grader(ctx).ascore(state["question"], [d["text"] for d in docs])
+    except Exception as exc:  # ungraded results must not reach the answer either
+        error = f"grading the external results failed: {type(exc).__name__}: {exc}"
+        return {"web_docs": [], "web_error": error, **note(error)}
     graded = [Passage(**d, score=round(s, 4)) for d, s in zip(docs, scores, strict=True)]
     detail = f"{len(docs)} results from {search.name}: " + ", ".join(f"{s:.2f}" for s in scores)
     return {"web_docs": graded, "web_error": "", **note(detail)}
