@@ -47,7 +47,9 @@ def small_library(tmp_path: Path) -> Path:
 
 
 def test_collection_is_cosine_and_has_no_embedding_function(ctx: Context) -> None:
-    collection = get_collection(open_client(ctx, create=True), "books", create=True, embeddings="local")
+    collection = get_collection(
+        open_client(ctx, create=True), "books", create=True, embeddings="local"
+    )
     assert collection.configuration_json["hnsw"]["space"] == "cosine"
     assert collection._embedding_function is None  # Chroma's default would download a model
     assert collection.metadata[EMBEDDINGS_KEY] == "local"
@@ -105,7 +107,9 @@ def test_retrieve_with_the_local_model(ctx: Context, small_library: Path) -> Non
 
 
 def test_mentions_count_how_often_one_chunk_names_a_phrase(ctx: Context) -> None:
-    collection = get_collection(open_client(ctx, create=True), "books", create=True, embeddings="local")
+    collection = get_collection(
+        open_client(ctx, create=True), "books", create=True, embeddings="local"
+    )
     collection.add(
         ids=["a", "b", "c"],
         embeddings=[[1.0] + [0.0] * 383] * 3,

@@ -91,3 +91,34 @@ def test_control_characters_never_reach_the_terminal() -> None:
     shown = printable(hostile)
     assert not any((ord(c) < 32 and c not in "\t\n") or 127 <= ord(c) < 160 for c in shown)
     assert shown == "Title\\x1b[2J\\x1b]0;pwned\\x07 and\\x08 \\x9b31m text\tok\nnext"
+
+
+def test_a_grader_failure_on_web_results_is_recorded_not_fatal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from langgraph.runtime import Runtime
+
+    from crag.nodes import web_search as node
+
+    class OneResult:
+        name = "one"
+
+        async def asearch(self, queries: list[str], k: int) -> list[dict[str, str]]:
+            return [{"id": "w", "text": "a result", "origin": "external", "source": "s"}]
+
+    class Broken:
+        name = "broken"
+
+        async def ascore(self, question: str, passages: list[str]) -> list[float]:
+            raise RuntimeError("grader exploded")
+
+    monkeypatch.setattr(node, "make_search", lambda ctx: OneResult())
+    monkeypatch.setattr(node, "make_grader", lambda ctx: Broken())
+    ctx = Context(home=tmp_path)
+    update = asyncio.run(node.web_search({"question": "q?"}, runtime=Runtime(context=ctx)))
+    assert update["web_docs"] == []
+    assert (
+        "grading the external results failed: RuntimeError: grader exploded" in update["web_error"]
+    )
