@@ -157,6 +157,6 @@ def test_ingest_writes_no_model_when_nothing_changed(ctx: Context, small_library
 
 def test_asking_a_library_that_was_never_ingested_creates_nothing(tmp_path: Path) -> None:
     ctx = Context(home=tmp_path / "never")
-    with pytest.raises(StoreError, match="no library at .*crag ingest PATH"):
+    with pytest.raises(StoreError, match=r"no library at .*crag ingest PATH"):
         retrieve(ctx, "books", "anything", 3)
     assert not (tmp_path / "never").exists()
