@@ -47,6 +47,24 @@ def _coerce(raw: str, annotation: Any) -> Any:
     return raw
 
 
+def _typed(value: Any, annotation: Any) -> Any:
+    """A JSON value as the field's type (text as an environment value would be read)."""
+    if isinstance(value, str):
+        return _coerce(value, annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if value is None and type(None) in typing.get_args(annotation):
+        return None
+    kind = args[0] if args else annotation
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind is bool and isinstance(value, bool):
+        return value
+    expected = getattr(kind, "__name__", str(kind))
+    raise ValueError(f"expected {expected}, got {type(value).__name__}")
+
+
 SETTINGS_FILE = "settings.json"
 
 
@@ -227,7 +245,11 @@ class Context:
         saved = load_settings(self.home)
         for name in untouched:
             if name in saved and name != "home":
-                setattr(self, name, saved[name])
+                try:
+                    setattr(self, name, _typed(saved[name], hints[name]))
+                except ValueError as exc:
+                    where = self.home / SETTINGS_FILE
+                    raise ValueError(f"{where}: {name}={saved[name]!r}: {exc}") from exc
         self.model_cache = Path(self.model_cache).expanduser()
         self.validate()
 

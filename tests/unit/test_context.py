@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,22 @@ def test_corrupt_settings_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "settings.json").write_text("{not json")
     with pytest.raises(ValueError, match="settings"):
         Context(home=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("saved", "message"),
+    [
+        ({"k": "abc"}, "k='abc'"),
+        ({"chroma_url": 12345}, "chroma_url=12345: expected str"),
+        ({"upper": True}, "upper=True: expected float"),
+        ({"k": -1}, "k, web_k and max_strips must be >= 1"),
+    ],
+)
+def test_settings_of_the_wrong_type_name_the_file(
+    saved: dict[str, object], message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "settings.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        Context(home=tmp_path)
+    if "must be" not in message:
+        assert str(tmp_path / "settings.json") in str(info.value)
