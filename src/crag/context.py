@@ -205,6 +205,14 @@ class Context:
             "dates, versions and names; decline when it speaks of others."
         },
     )
+    verify_claims: bool = field(
+        default=False,
+        metadata={
+            "description": "With a language model, also check each answer sentence against "
+            "its sources (one judge_model call) and drop those they do not state. Off by "
+            "default: the local 1.5B model drops sentences its sources do state."
+        },
+    )
     near_miss_answers: bool = field(
         default=False,
         metadata={

@@ -204,7 +204,13 @@ def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
 def test_openai_chat_model_answers_with_sources_as_untrusted_data(
     dev_home: Path, openai_server: FakeOpenAI
 ) -> None:
-    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model", grader="features")
+    result = run(
+        BIAS_VARIANCE,
+        dev_home,
+        chat_model="openai:test-model",
+        grader="features",
+        verify_claims=True,
+    )
     assert result["answer"] == "The bias-variance trade-off balances two errors [1]."
     assert [c["n"] for c in result["citations"]] == [1]
     chats = [body for path, body, _ in openai_server.requests if path.endswith("/completions")]
@@ -234,14 +240,15 @@ def test_sentences_the_sources_do_not_state_are_removed(
 ) -> None:
     openai_server.reply = "It balances bias and variance [1]. It was invented in 1802 [1]."
     openai_server.grounding = [True, False]
-    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    claims = {"chat_model": "openai:test-model", "verify_claims": True}
+    result = run(BIAS_VARIANCE, dev_home, **claims)
     assert result["answer"] == "It balances bias and variance [1]."
     assert result["answered"] is True and result["support"] == "partial"
     grounding = openai_server.requests[-1][1]
     assert grounding["response_format"]["json_schema"]["name"] == "Grounding"
     assert "2. It was invented in 1802 [1]." in grounding["messages"][-1]["content"]
     openai_server.grounding = [False, False]
-    nothing = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    nothing = run(BIAS_VARIANCE, dev_home, **claims)
     assert nothing["answered"] is False and nothing["citations"] == []
 
 

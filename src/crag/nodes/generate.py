@@ -217,7 +217,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if drafted is None:
             return declined("", detail)
         answer, dropped = drafted, 0
-        if ctx.verify and detail.endswith("sources"):  # a model answer, not a fallback
+        if ctx.verify and ctx.verify_claims and detail.endswith("sources"):  # not a fallback
             answer, dropped, grounding = await grounded(drafted, numbered, ctx)
             detail += f"; {grounding}"
             if not answer:
