@@ -394,6 +394,19 @@ def test_second_writer_is_refused(library: Path, ctx: Context) -> None:
         ingest_path(ctx, library, embeddings=FakeEmbeddings())
 
 
+def test_a_second_writer_to_one_chroma_server_is_refused(tmp_path: Path) -> None:
+    """The lock is taken before the server is reached, so no server is needed here."""
+    from crag.ingest.indexer import _home_lock
+
+    server = Context(home=tmp_path, chroma_url="http://127.0.0.1:9")
+    with _home_lock(server):
+        with pytest.raises(IngestError, match="is writing to http://127.0.0.1:9"):
+            with _home_lock(server):
+                pass
+        with _home_lock(server.with_overrides(chroma_url="http://127.0.0.1:10")):
+            pass  # another server: another lock
+
+
 def test_progress_lines_and_summary(library: Path, ctx: Context) -> None:
     log = io.StringIO()
     progress = Progress(log, live=False)

@@ -239,17 +239,21 @@ def _scan(collection: Collection) -> dict[str, _Stored]:
 
 @contextlib.contextmanager
 def _home_lock(ctx: Context) -> Iterator[None]:
-    """One writer per embedded store: two would stall on SQLite locks for minutes."""
-    if ctx.chroma_url:
-        yield
-        return
+    """One writer per store: two on an embedded store stall on SQLite locks for minutes,
+    and two on a server both embed everything. (A server's lock lives in this CRAG_HOME,
+    so it holds between ingests from this machine and home.)"""
     ctx.home.mkdir(parents=True, exist_ok=True)
+    name = "ingest.lock"
+    where: str | Path = ctx.home
+    if ctx.chroma_url:
+        name = f"ingest-{sha256_hex(ctx.chroma_url)[:12]}.lock"
+        where = ctx.chroma_url
     try:
-        with exclusive(ctx.home / "ingest.lock", wait=False):
+        with exclusive(ctx.home / name, wait=False):
             yield
     except LockBusy as busy:
         raise IngestError(
-            f"another `crag ingest` (pid {busy.holder}) is writing to {ctx.home}; "
+            f"another `crag ingest` (pid {busy.holder}) is writing to {where}; "
             "wait for it to finish"
         ) from busy
 
