@@ -400,9 +400,9 @@ def test_a_second_writer_to_one_chroma_server_is_refused(tmp_path: Path) -> None
 
     server = Context(home=tmp_path, chroma_url="http://127.0.0.1:9")
     with _home_lock(server):
-        with pytest.raises(IngestError, match="is writing to http://127.0.0.1:9"):
-            with _home_lock(server):
-                pass
+        busy = pytest.raises(IngestError, match=r"is writing to http://127\.0\.0\.1:9")
+        with busy, _home_lock(server):
+            pass
         with _home_lock(server.with_overrides(chroma_url="http://127.0.0.1:10")):
             pass  # another server: another lock
 
