@@ -207,11 +207,14 @@ def split_date_stamps(snippet: str) -> tuple[str, list[str]]:
 # C0 and C1 control characters but line breaks and tabs: a terminal obeys them
 # (ESC[2J clears the screen, OSC sequences retitle the window, BEL rings).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def printable(text: str) -> str:
-    """Text safe to print to a terminal: control characters written as \\xNN escapes.
+def printable(text: str, *, one_line: bool = False) -> str:
+    """Text safe to print to a terminal: control characters written as \\xNN escapes
+    (with `one_line`, line breaks and tabs too: a file name must not break a line).
 
     Document text, file names and web results are other people's bytes.
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    pattern = _ANY_CONTROL if one_line else _CONTROL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

@@ -84,6 +84,17 @@ def test_discover_walks_recursively_and_skips_hidden_and_unsupported(library: Pa
     assert [found.source(f) for f in found.files] == ["a.md", "c.txt", "d.pdf", "sub/b.md"]
 
 
+def test_broken_and_looping_links_get_a_reason(library: Path) -> None:
+    (library / "gone.pdf").symlink_to(library / "missing.pdf")
+    (library / "loop1.md").symlink_to(library / "loop2.md")
+    (library / "loop2.md").symlink_to(library / "loop1.md")
+    found = discover(library)
+    assert [found.source(f) for f in found.files] == ["a.md", "c.txt", "d.pdf", "sub/b.md"]
+    reasons = dict(found.errors)
+    assert set(reasons) == {"gone.pdf", "loop1.md", "loop2.md"}
+    assert all("broken symbolic link" in r for r in reasons.values())
+
+
 def test_ingest_then_rerun_adds_and_embeds_nothing(library: Path, ctx: Context) -> None:
     fake = FakeEmbeddings()
     first = ingest_path(ctx, library, embeddings=fake)

@@ -122,3 +122,8 @@ def test_a_grader_failure_on_web_results_is_recorded_not_fatal(
     assert (
         "grading the external results failed: RuntimeError: grader exploded" in update["web_error"]
     )
+
+
+def test_a_file_name_never_breaks_a_progress_line() -> None:
+    assert printable("evil\nname\r.pdf", one_line=True) == "evil\\x0aname\\x0d.pdf"
+    assert printable("two\nlines") == "two\nlines"

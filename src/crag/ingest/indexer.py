@@ -182,8 +182,13 @@ def discover(path: Path) -> Discovery:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             candidate = Path(dirpath) / name
-            if not name.startswith(".") and kind_of(candidate) and candidate.is_file():
+            if name.startswith(".") or not kind_of(candidate):
+                continue
+            if candidate.is_file():
                 files.append(candidate)
+            elif candidate.is_symlink():  # dangling, or a loop of links
+                rel = candidate.relative_to(path).as_posix()
+                errors.append((rel, "broken symbolic link (its target is missing or a loop)"))
     if not files and not errors:
         raise IngestError(f"{path}: no documents to ingest (looked for {kinds} files)")
     return Discovery(path, files, errors)

@@ -99,7 +99,7 @@ class Progress:
             self.started = time.perf_counter()
             self._draw(force=True)
         elif kind == "file":
-            self.source = str(event["source"])
+            self.source = printable(str(event["source"]), one_line=True)
             self.file_fraction = 0.0
             self._done_in_file = 0
             self._draw()
@@ -128,7 +128,7 @@ class Progress:
         if event.get("index", 0) >= 0:
             self.files_done += 1
         self.file_fraction = 0.0
-        source, status = event["source"], event["status"]
+        source, status = printable(str(event["source"]), one_line=True), event["status"]
         for warning in event.get("warnings") or []:
             self.message(f"warning: {source}: {warning}")
         if status == "failed":
