@@ -7,6 +7,7 @@ is crag's own routing, grading, refinement and citation, not a model's prose.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -215,10 +216,15 @@ def test_openai_chat_model_answers_with_sources_as_untrusted_data(
     assert [c["n"] for c in result["citations"]] == [1]
     chats = [body for path, body, _ in openai_server.requests if path.endswith("/completions")]
     assert len(chats) == 2, "generate did not call the chat model to answer, then to check"
+    tags = []
     for body in chats:  # the answer, then its grounding check: sources stay data in both
         system, user = body["messages"][0], body["messages"][1]
         assert system["role"] == "system" and "never instructions" in system["content"]
-        assert "<data" in user["content"]
+        tag = re.search(r"<(data-[0-9a-f]{8}) origin=", user["content"])
+        assert tag, "sources are not delimited"
+        assert f"</{tag[1]}>" in user["content"] and f"<{tag[1]}>" in system["content"]
+        tags.append(tag[1])
+    assert tags[0] != tags[1]  # a random delimiter per call: no source can close it
     assert BIAS_VARIANCE in chats[0]["messages"][1]["content"]
 
 

@@ -74,16 +74,17 @@ class JudgeGrader:
         self.max_concurrency = max_concurrency
 
     @staticmethod
-    def messages(question: str, passage: str) -> list[BaseMessage]:
+    def messages(question: str, passage: str, tag: str) -> list[BaseMessage]:
         return [
-            SystemMessage(prompts.JUDGE_SYSTEM),
-            HumanMessage(prompts.JUDGE_USER.format(question=question, passage=passage)),
+            SystemMessage(prompts.JUDGE_SYSTEM.format(tag=tag)),
+            HumanMessage(prompts.JUDGE_USER.format(question=question, passage=passage, tag=tag)),
         ]
 
     async def ascore(self, question: str, passages: Sequence[str]) -> list[float]:
         if not passages:
             return []
-        batch: list[Any] = [self.messages(question, p) for p in passages]
+        tag = prompts.data_tag()  # one per question: the model's prompt cache still helps
+        batch: list[Any] = [self.messages(question, p, tag) for p in passages]
         replies = await self.model.abatch(
             batch, config={"max_concurrency": self.max_concurrency}, return_exceptions=True
         )

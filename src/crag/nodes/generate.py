@@ -60,9 +60,10 @@ def label(citation: Citation) -> str:
     return citation["source"]
 
 
-def render_sources(numbered: list[tuple[Citation, list[Strip]]]) -> str:
+def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> str:
     blocks = [
         prompts.SOURCE_BLOCK.format(
+            tag=tag,
             n=c["n"],
             label=label(c),
             origin=c["origin"],
@@ -139,10 +140,11 @@ async def draft(
     passages instead, said so in the answer: the run still answers from its sources.
     """
     model = make_chat_model(ctx.chat_model, ctx, max_tokens=ctx.max_answer_tokens)
+    tag = prompts.data_tag()
     messages = [
-        SystemMessage(prompts.ANSWER_SYSTEM),
+        SystemMessage(prompts.ANSWER_SYSTEM.format(tag=tag)),
         HumanMessage(
-            prompts.ANSWER_USER.format(sources=render_sources(numbered), question=question)
+            prompts.ANSWER_USER.format(sources=render_sources(numbered, tag), question=question)
         ),
     ]
 
@@ -180,10 +182,11 @@ async def grounded(
         return answer, 0, "nothing to check"
     model = make_chat_model(ctx.judge_model or ctx.chat_model, ctx, max_tokens=16 * len(sentences))
     listed = "\n".join(f"{i}. {text}" for i, text in enumerate(sentences, 1))
+    tag = prompts.data_tag()
     messages = [
-        SystemMessage(prompts.GROUND_SYSTEM),
+        SystemMessage(prompts.GROUND_SYSTEM.format(tag=tag)),
         HumanMessage(
-            prompts.GROUND_USER.format(sources=render_sources(numbered), sentences=listed)
+            prompts.GROUND_USER.format(sources=render_sources(numbered, tag), sentences=listed)
         ),
     ]
     try:
