@@ -185,6 +185,10 @@ def test_question_constraints_and_the_evidence_that_meets_them() -> None:
     stale = check(nobel, ["The 2021 Nobel Prize in Literature went to Abdulrazak Gurnah."])
     assert not stale.holds and stale.instead == {"2023": ["2021"]}
     assert check(nobel, ["In 2023 the prize went to Jon Fosse."]).holds
+    lumen = constraints("How did the rate limit change in version 3?")
+    assert check(lumen, ["Lumen 3.0 raised the limit to 600 requests."]).holds
+    assert not check(lumen, ["Lumen 2.4 and 30 requests."]).holds
+    assert not check(constraints("What is new in 1.5?"), ["Release 1.50 is out."]).holds
     version = constraints("What changed in scikit-learn 1.5?")
     assert not check(version, ["scikit-learn 1.2 added a new estimator."]).holds
     assert check(version, ["Scikit-learn 1.5 changed the default solver."]).holds

@@ -62,6 +62,11 @@ def test_the_wrong_constraint_is_declined_and_the_right_one_answered(
 def test_the_decline_names_what_the_sources_speak_of() -> None:
     question, other, _ = CASES[0]
     assert "speak of 2022, not 2023" in answer(question, other)["answer"]
+    _, neighbour, _ = CASES[2]
+    assert (
+        "do not mention gpt 5"
+        in answer("How many parameters does GPT-5 have?", neighbour)["answer"]
+    )
     near = answer(question, other, near_miss_answers=True)
     assert near["answered"] is True and near["support"] == "partial"
     assert near["unsupported"] == ["2023"]

@@ -120,6 +120,9 @@ def check(
                 or f" {c.value.replace(' ', '')} " in joined
                 or _spelled_out(c.value, joined.split())
             )
+        elif c.kind == "version":  # "3" is met by "3.0" or "3.0.1", "1.5" not by "1.50"
+            release = rf"(?<![\w.]){re.escape(c.value)}(?:\.\d+)*(?![\w.]?\d|\w)"
+            ok = re.search(release, low) is not None
         else:
             ok = re.search(rf"(?<![\w.]){re.escape(c.value)}(?![\w]|\.\d)", low) is not None
         (result.met if ok else result.unmet).append(c)

@@ -124,11 +124,11 @@ def declined(reason: str, detail: str, unsupported: Sequence[str] = ()) -> dict[
 
 def near_miss(result: Check) -> str:
     """What the evidence speaks of instead of what was asked (2021, not 2023)."""
-    parts = []
-    for c in result.unmet:
-        instead = result.instead.get(c.value)
-        parts.append(f"{', '.join(instead)}, not {c.value}" if instead else f"not {c.value}")
-    return "The sources found speak of " + "; ".join(parts) + "."
+    instead = [f"{', '.join(v)}, not {k}" for k, v in result.instead.items() if v]
+    absent = [c.value for c in result.unmet if not result.instead.get(c.value)]
+    said = [f"speak of {'; '.join(instead)}"] if instead else []
+    said += [f"do not mention {', '.join(absent)}"] if absent else []
+    return "The sources found " + " and ".join(said) + "."
 
 
 async def draft(
