@@ -74,6 +74,9 @@ def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> st
     return "\n\n".join(blocks)
 
 
+#: Opens the note of an answer made of the best passages because the model's failed.
+FALLBACK = "extractive fallback: "
+
 _Pick = tuple[float, int, int, str]  # score, position, citation number, text
 
 
@@ -149,7 +152,7 @@ async def draft(
     ]
 
     def fallback(why: str, detail: str) -> tuple[str, str]:
-        return f"({why}; best passages shown.) " + extractive_answer(numbered), detail
+        return f"({why}; best passages shown.) " + extractive_answer(numbered), FALLBACK + detail
 
     try:
         reply = await model.with_structured_output(prompts.Reply, include_raw=True).ainvoke(
@@ -220,7 +223,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if drafted is None:
             return declined("", detail)
         answer, dropped = drafted, 0
-        if ctx.verify and ctx.verify_claims and detail.endswith("sources"):  # not a fallback
+        if ctx.verify and ctx.verify_claims and not detail.startswith(FALLBACK):
             answer, dropped, grounding = await grounded(drafted, numbered, ctx)
             detail += f"; {grounding}"
             if not answer:
