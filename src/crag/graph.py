@@ -51,7 +51,7 @@ def checked(ctx: Context) -> Context:
     naming the field (and the environment variable, if the value came from there)."""
     for field, registry in PROVIDER_FIELDS.items():
         value = getattr(ctx, field)
-        if value is None or (value == EXTRACTIVE and "chat" in registry.kind):
+        if value is None or (value == EXTRACTIVE and registry is CHAT_MODELS):
             continue
         if str(value).partition(":")[0] not in registry:
             env = ENV_PREFIX + field.upper()

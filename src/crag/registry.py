@@ -46,6 +46,15 @@ class Registry(Generic[F]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 
+    def split(self, spec: str, forms: str) -> tuple[str, str]:
+        """`name` or `name:model` as (name, model), for a registered name and, after a
+        colon, a model; otherwise a ProviderError listing the valid `forms`."""
+        name, colon, model = spec.strip().partition(":")
+        model = model.strip()
+        if name not in self._entries or (colon and not model):
+            raise ProviderError(f"unknown {self.kind} {spec!r}; valid forms: {forms}")
+        return name, model
+
     def names(self) -> list[str]:
         return list(self._entries)
 

@@ -4,7 +4,7 @@ No models here. Two tokenisations and two sentence splitters serve two needs and
 are kept apart on purpose: `terms`/`split_sentences` keep technical terms (C++,
 TF-IDF) and cut sentences conservatively for the strips a reader sees, while
 `words`/`clauses` feed the grader's answer-type features, which want possessives
-joined to their word and a cut at every clause or snippet break.
+joined to their word and a cut at every clause.
 """
 
 from __future__ import annotations

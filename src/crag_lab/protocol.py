@@ -138,7 +138,8 @@ def fold_thresholds(
     folds = [order[i::k] for i in range(k)]
     hits = 0
     for test in folds:
-        train = [i for i in order if i not in set(test)]
+        held = set(test)
+        train = [i for i in order if i not in held]
         right, _ = _fit_and_score(scores, missing, expected, train, test, grid(step))
         hits += right
     return hits / len(expected)

@@ -100,7 +100,8 @@ def check(
     comparison's two names rarely share one passage.
     """
     joined = _words(context if context is not None else evidence)
-    low = normalize(" ".join(evidence)).lower()
+    said = normalize(" ".join(evidence))
+    low = said.lower()
     result = Check()
     for c in question_constraints:
         if c.kind == "date":
@@ -128,6 +129,6 @@ def check(
         (result.met if ok else result.unmet).append(c)
         if not ok and c.kind in ("year", "version"):
             pattern = _YEAR if c.kind == "year" else _VERSION
-            others = [v.lower() for v in pattern.findall(normalize(" ".join(evidence)))]
+            others = [v.lower() for v in pattern.findall(said)]
             result.instead[c.value] = list(dict.fromkeys(v for v in others if v != c.value))
     return result

@@ -129,10 +129,10 @@ class LibraryIndex:
         """Whether the library names `term` in any usual spelling: as written, joined
         ("tfidf"), or its words side by side ("tf idf", "layer\nnormalization")."""
         parts = folded_words(term.replace("-", " "))
-        if not parts:
+        if not parts or self.has_word("".join(parts)):
             return True
-        if len(parts) == 1 or self.has_word("".join(parts)):
-            return self.has_word("".join(parts))
+        if len(parts) == 1:
+            return False
         return all(self.has_word(p) for p in parts) and self.most_mentions(term) > 0
 
     def most_mentions(self, phrase: str) -> int:

@@ -68,12 +68,7 @@ def make_chat_model(
             "`extractive` is not a chat model: it answers with the best kept strips and "
             "is handled by the generate node"
         )
-    name, _, model = spec.partition(":")
-    model = model.strip()
-    if name not in CHAT_MODELS or (":" in spec and not model):
-        raise ProviderError(
-            f"unknown chat model {spec!r}; valid forms: {SPEC_FORMS} (or `{EXTRACTIVE}`)"
-        )
+    name, model = CHAT_MODELS.split(spec, f"{SPEC_FORMS} (or `{EXTRACTIVE}`)")
     key: tuple[object, ...] = (spec, str(ctx.model_cache), ctx.threads, limit)
     if name == "openai":  # checked before the cache, and part of its key
         key += (ctx.timeout_s, *openai_identity(f"chat model `{spec}`"))

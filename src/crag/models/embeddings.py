@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from crag.errors import ProviderError
 from crag.models.minilm import MiniLMEmbeddings
 from crag.models.openai import openai_identity, openai_kwargs
 from crag.registry import Registry
@@ -85,13 +84,11 @@ _CACHE_LOCK = threading.Lock()
 def make_embeddings(spec: str, *, threads: int = 0, timeout_s: float = 30) -> Remembering:
     """The embedder named by `spec` (`name` or `name:model`), one per process and settings."""
     spec = (spec or "").strip()
-    name, _, model = spec.partition(":")
-    if name not in EMBEDDINGS or (":" in spec and not model.strip()):
-        raise ProviderError(f"unknown embeddings {spec!r}; valid forms: {SPEC_FORMS}")
+    name, model = EMBEDDINGS.split(spec, SPEC_FORMS)
     key: tuple[object, ...] = (spec, threads)
     if name == "openai":  # a changed key or server gets a new client
         key += (timeout_s, *openai_identity(f"embeddings {spec!r}"))
     with _CACHE_LOCK:
         if key not in _CACHE:
-            _CACHE[key] = Remembering(EMBEDDINGS[name](model.strip(), threads, timeout_s))
+            _CACHE[key] = Remembering(EMBEDDINGS[name](model, threads, timeout_s))
         return _CACHE[key]

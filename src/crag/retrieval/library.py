@@ -1,7 +1,7 @@
 """The library in Chroma: the only module that talks to Chroma.
 
 One client per location, cosine collections, similarity search, paged reading
-and full-text lookups, and store hits turned into citable passages.
+and writing, and store hits turned into citable passages.
 
 crag always computes embeddings itself and hands Chroma vectors: a collection's
 default embedding function would try to download a model on first use, which
