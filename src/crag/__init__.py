@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from crag.offline import use_offline_defaults
 
 use_offline_defaults()  # before any library that reads them is imported
 
+from crag.api import aask, ask  # noqa: E402
+from crag.context import Context  # noqa: E402
+from crag.graph import graph  # noqa: E402  (the compiled graph, not the module)
+
 __all__ = ["Context", "aask", "ask", "graph"]
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy: importing crag must not build the graph, load a model or open a store.
-    if name == "graph":
-        from crag.graph import graph
-
-        return graph
-    if name in ("ask", "aask"):
-        from crag import api
-
-        return getattr(api, name)
-    if name == "Context":
-        from crag.context import Context
-
-        return Context
-    raise AttributeError(f"module 'crag' has no attribute {name!r}")

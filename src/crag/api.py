@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import StreamMode
+
+from crag.aio import run_sync
 from crag.context import Context
-from crag.graph import checked, graph
+from crag.errors import StoreError
+from crag.graph import Graph, build, checked, compiled, graph
+from crag.prompts import partial_answer
 from crag.state import InputState, State, clean_question
 
 
@@ -18,30 +25,70 @@ def make_context(context: Context | None = None, **overrides: Any) -> Context:
 
 
 StepCallback = Callable[[str, dict[str, Any]], None]
+TokenCallback = Callable[[str], None]
+THREADS_FILE = "threads.sqlite"
+
+
+@contextlib.asynccontextmanager
+async def thread_graph(
+    ctx: Context, thread_id: str | None
+) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
+    """The graph and its run config; on a thread, checkpointed in CRAG_HOME so that a
+    conversation continues after a restart."""
+    if thread_id is None:
+        yield graph, RunnableConfig()
+        return
+    if not ctx.home.is_dir():
+        raise StoreError(f"no library at {ctx.home}: run `crag ingest FOLDER --home {ctx.home}`")
+    async with AsyncSqliteSaver.from_conn_string(str(ctx.home / THREADS_FILE)) as saver:
+        yield (
+            compiled(build(), checkpointer=saver, name="crag"),
+            {"configurable": {"thread_id": thread_id}},
+        )
 
 
 async def aask(
     question: str,
     *,
     context: Context | None = None,
+    thread_id: str | None = None,
     on_step: StepCallback | None = None,
+    on_token: TokenCallback | None = None,
     **overrides: Any,
 ) -> State:
     """Run the whole graph for one question; returns the final state.
 
-    `on_step(node, update)` is called as each node finishes (progress display).
+    `thread_id` continues a conversation: a follow-up is read in the light of the
+    earlier turns. `on_step(node, update)` is called as each node finishes;
+    `on_token(text)` with each piece of the answer as the chat model writes it.
     """
     ctx = make_context(context, **overrides)
     question = clean_question(question, ctx.max_question_chars)
     final: dict[str, Any] = {}
-    async for mode, chunk in graph.astream(
-        InputState(question=question), context=ctx, stream_mode=["updates", "values"]
-    ):
-        if mode == "values":
-            final = cast(dict[str, Any], chunk)
-        elif on_step is not None:
-            for node, update in cast(dict[str, Any], chunk).items():
-                on_step(node, update or {})
+    written: dict[str, str] = {}  # per model call: the raw reply so far
+    shown = ""
+    modes: list[StreamMode] = (
+        ["updates", "values", "messages"] if on_token else ["updates", "values"]
+    )
+    async with thread_graph(ctx, thread_id) as (runner, config):
+        async for mode, chunk in runner.astream(
+            InputState(question=question), config, context=ctx, stream_mode=modes
+        ):
+            if mode == "values":
+                final = cast(dict[str, Any], chunk)
+            elif mode == "updates" and on_step is not None:
+                for node, update in cast(dict[str, Any], chunk).items():
+                    on_step(node, update or {})
+            elif mode == "messages" and on_token is not None:
+                message, meta = cast(tuple[Any, dict[str, Any]], chunk)
+                if meta.get("langgraph_node") != "generate" or not message.text:
+                    continue
+                key = str(message.id)
+                written[key] = written.get(key, "") + message.text
+                text = partial_answer(written[key])
+                if text.startswith(shown) and len(text) > len(shown):
+                    on_token(text[len(shown) :])
+                    shown = text
     return cast(State, final)
 
 
@@ -49,11 +96,23 @@ def ask(
     question: str,
     *,
     context: Context | None = None,
+    thread_id: str | None = None,
     on_step: StepCallback | None = None,
+    on_token: TokenCallback | None = None,
     **overrides: Any,
 ) -> State:
-    """Synchronous `aask`, e.g. `ask("What is dropout?", k=8, external="none")`."""
-    return asyncio.run(aask(question, context=context, on_step=on_step, **overrides))
+    """Synchronous `aask`, e.g. `ask("What is dropout?", k=8, external="none")`; works
+    inside a running event loop too (a notebook)."""
+    return run_sync(
+        aask(
+            question,
+            context=context,
+            thread_id=thread_id,
+            on_step=on_step,
+            on_token=on_token,
+            **overrides,
+        )
+    )
 
 
 def summary(state: State) -> dict[str, Any]:
@@ -75,6 +134,7 @@ def summary(state: State) -> dict[str, Any]:
         ],
         "web_query": state.get("web_query") or None,
         "web_error": state.get("web_error") or None,
+        "redacted": state.get("redacted") or [],
         "kept_strips": len(state.get("kept_strips") or []),
         "answer": state.get("answer", ""),
         "answered": bool(state.get("answered")),

@@ -1,10 +1,12 @@
 """Every knob of a crag run, in one place.
 
 `Context` is the graph's `context_schema`: LangGraph hands it to each node as
-`runtime.context`. A field left at its default is read from the environment
+`runtime.context`. A field the caller did not give is read from the environment
 (`CRAG_<FIELD>`, e.g. `CRAG_K=8`), then from `CRAG_HOME/settings.json` (written by
 `crag tune --save`), so the CLI, `langgraph dev` and Python callers share one
-configuration. Precedence: arguments, then environment, then settings, then defaults.
+configuration. Precedence: arguments (even one equal to the default), then
+environment, then settings, then defaults. Every value is type- and range-checked,
+and an error names the knob, the value and where it came from.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import math
 import os
 import types
 import typing
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,8 +44,14 @@ def _coerce(raw: str, annotation: Any) -> Any:
         if low in ("0", "false", "no", "off"):
             return False
         raise ValueError(f"expected a boolean (true/false), got {raw!r}")
-    if annotation in (int, float, Path):
-        return annotation(raw)
+    if annotation in (int, float):
+        try:
+            return annotation(raw)
+        except ValueError:
+            kind = "an integer" if annotation is int else "a number"
+            raise ValueError(f"expected {kind}, got {raw!r}") from None
+    if annotation is Path:
+        return Path(raw)
     return raw
 
 
@@ -55,6 +63,8 @@ def _typed(value: Any, annotation: Any) -> Any:
     if value is None and type(None) in typing.get_args(annotation):
         return None
     kind = args[0] if args else annotation
+    if kind is Path and isinstance(value, Path):
+        return value
     if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if kind is int and isinstance(value, int) and not isinstance(value, bool):
@@ -77,8 +87,10 @@ def load_settings(home: Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: unreadable settings ({exc}); fix or delete it") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object of settings; fix or delete it")
     known = {f.name for f in fields(Context)}
-    return {k: v for k, v in data.items() if k in known} if isinstance(data, dict) else {}
+    return {k: v for k, v in data.items() if k in known}
 
 
 def save_settings(home: Path, values: dict[str, Any]) -> Path:
@@ -95,7 +107,7 @@ def save_settings(home: Path, values: dict[str, Any]) -> Path:
 
 @dataclass(kw_only=True)
 class Context:
-    """Configuration of one run. Defaults, then `CRAG_*` env vars, then arguments."""
+    """Configuration of one run: arguments, then `CRAG_*` env vars, then settings.json."""
 
     # --- store -------------------------------------------------------------------
     home: Path = field(
@@ -193,8 +205,27 @@ class Context:
     tavily_base_url: str | None = field(
         default=None, metadata={"description": "Tavily API base URL (tests point it at loopback)."}
     )
+    redact_queries: bool = field(
+        default=True,
+        metadata={
+            "description": "Mask e-mail addresses, phone numbers, keys, tokens, card numbers "
+            "and user paths in queries sent to an external search (off for a trusted one)."
+        },
+    )
     timeout_s: float = field(
-        default=30.0, metadata={"description": "Timeout of each external call, in seconds."}
+        default=30.0,
+        metadata={"description": "Timeout of each external search and Chroma server call (s)."},
+    )
+    chat_timeout_s: float = field(
+        default=180.0,
+        metadata={
+            "description": "Timeout of each call to an `openai:` chat model (s); long enough "
+            "for a small model on a laptop CPU behind an OpenAI-compatible server."
+        },
+    )
+    embeddings_timeout_s: float = field(
+        default=60.0,
+        metadata={"description": "Timeout of each call to `openai:` embeddings (s)."},
     )
 
     # --- generation ---------------------------------------------------------------
@@ -237,58 +268,74 @@ class Context:
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self), localns={"Path": Path})
-        untouched = []
+        explicit: frozenset[str] = getattr(self, "_explicit", frozenset())
+        origins: dict[str, str] = {}
         for f in fields(self):
-            if not f.init or getattr(self, f.name) != f.default:
+            if not f.init:
+                continue
+            if f.name in explicit:
+                origins[f.name] = "argument"
+                self._set(f.name, getattr(self, f.name), hints[f.name], origins[f.name])
                 continue
             raw = os.environ.get(ENV_PREFIX + f.name.upper())
-            if raw is None:
-                untouched.append(f.name)
-                continue
-            try:
-                setattr(self, f.name, _coerce(raw, hints[f.name]))
-            except ValueError as exc:
-                raise ValueError(f"{ENV_PREFIX}{f.name.upper()}: {exc}") from exc
+            if raw is not None:
+                origins[f.name] = ENV_PREFIX + f.name.upper()
+                self._set(f.name, raw, hints[f.name], origins[f.name])
         self.home = Path(self.home).expanduser()
         saved = load_settings(self.home)
-        for name in untouched:
-            if name in saved and name != "home":
-                try:
-                    setattr(self, name, _typed(saved[name], hints[name]))
-                except ValueError as exc:
-                    where = self.home / SETTINGS_FILE
-                    raise ValueError(f"{where}: {name}={saved[name]!r}: {exc}") from exc
+        for name, value in saved.items():
+            if name not in origins and name != "home":
+                origins[name] = str(self.home / SETTINGS_FILE)
+                self._set(name, value, hints[name], origins[name])
         self.model_cache = Path(self.model_cache).expanduser()
+        object.__setattr__(self, "_origins", origins)
         self.validate()
 
+    def _set(self, name: str, value: Any, annotation: Any, origin: str) -> None:
+        """Set a knob from an argument, env var or settings file, typed and checked."""
+        try:
+            setattr(self, name, _typed(value, annotation))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name}={value!r} (from {origin}): {exc}") from exc
+
+    def origin(self, name: str) -> str:
+        """Where a knob's value came from: an argument, an env var, a file, or the default."""
+        return getattr(self, "_origins", {}).get(name, "default")
+
     def validate(self) -> None:
-        """Reject contradictory knobs early, with the name of the knob at fault."""
+        """Reject contradictory knobs early, naming the knob at fault and its origin."""
+
+        def bad(name: str, why: str) -> ValueError:
+            return ValueError(f"{name}={getattr(self, name)!r} (from {self.origin(name)}): {why}")
+
         for name in ("upper", "lower", "strip_threshold", "cascade_low", "cascade_high"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:  # NaN fails too
-                raise ValueError(f"{name} must be a number from 0 to 1, got {value!r}")
-        if not isinstance(self.timeout_s, int | float) or not 0 < self.timeout_s < math.inf:
-            raise ValueError(
-                f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}"
-            )
-        if self.max_question_chars < 1:
-            raise ValueError(f"max_question_chars must be >= 1, got {self.max_question_chars}")
-        if not 0.0 <= self.lower <= self.upper <= 1.0:
-            raise ValueError(
-                f"thresholds must satisfy 0 <= lower <= upper <= 1 "
-                f"(lower={self.lower}, upper={self.upper})"
-            )
+                raise bad(name, "must be a number from 0 to 1")
+        for name in ("timeout_s", "chat_timeout_s", "embeddings_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise bad(name, "must be a positive number of seconds")
+        for name in ("max_question_chars", "k", "web_k", "max_strips", "chunk_size"):
+            if getattr(self, name) < 1:
+                raise bad(name, "must be >= 1")
+        for name in ("max_answer_tokens", "threads", "chunk_overlap"):
+            if getattr(self, name) < 0:
+                raise bad(name, "must be >= 0")
+        if self.lower > self.upper:
+            raise bad("lower", f"must not exceed upper={self.upper}")
+        if self.cascade_low > self.cascade_high:
+            raise bad("cascade_low", f"must not exceed cascade_high={self.cascade_high}")
         if not 1 <= self.strip_sentences <= 3:
-            raise ValueError(f"strip_sentences must be 1-3, got {self.strip_sentences}")
-        if self.k < 1 or self.web_k < 1 or self.max_strips < 1:
-            raise ValueError("k, web_k and max_strips must be >= 1")
+            raise bad("strip_sentences", "must be 1-3")
         if self.chunk_overlap >= self.chunk_size:
-            raise ValueError("chunk_overlap must be smaller than chunk_size")
+            raise bad("chunk_overlap", f"must be smaller than chunk_size={self.chunk_size}")
 
     def with_overrides(self, **overrides: Any) -> Context:
-        """A copy with some knobs changed (None values are ignored)."""
-        clean = {k: v for k, v in overrides.items() if v is not None}
-        return replace(self, **clean)
+        """A copy with some knobs changed (None values are ignored). Knobs the caller
+        never gave are resolved again, so `home=` brings that home's settings.json."""
+        given = {n: getattr(self, n) for n in getattr(self, "_explicit", ())}
+        return Context(**given | {k: v for k, v in overrides.items() if v is not None})
 
     @property
     def chroma_path(self) -> Path:
@@ -297,6 +344,19 @@ class Context:
     @property
     def grader_dir(self) -> Path:
         return self.home / "grader"
+
+
+_dataclass_init = Context.__init__
+
+
+def _recording_init(self: Context, **kwargs: Any) -> None:
+    """Remember which knobs the caller gave: an argument wins even when it equals the
+    default (`Context(chat_model="local")` under `CRAG_CHAT_MODEL=extractive`)."""
+    object.__setattr__(self, "_explicit", frozenset(kwargs))
+    _dataclass_init(self, **kwargs)
+
+
+Context.__init__ = _recording_init  # type: ignore[method-assign]
 
 
 def context_from(value: Context | dict[str, Any] | None) -> Context:

@@ -17,7 +17,18 @@ class ProviderError(CragError):
 
 
 class StoreError(CragError):
-    """The store cannot be used as asked: unreachable server, missing or mismatched collection."""
+    """The store cannot be used as asked: unreachable server, missing or mismatched collection,
+    full disk, read-only folder."""
+
+
+class DamagedStore(StoreError):
+    """Part of the embedded store is damaged: a collection's vector index (`part="index"`) or
+    the whole store's database (`part="database"`). `crag ingest PATH --rebuild` repairs both."""
+
+    def __init__(self, message: str, *, part: str = "index", collection: str | None = None) -> None:
+        super().__init__(message)
+        self.part = part
+        self.collection = collection
 
 
 class SearchError(CragError):

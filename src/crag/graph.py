@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from crag.aio import iterate_sync, run_sync
 from crag.context import ENV_PREFIX, Context
 from crag.grading.registry import GRADERS
 from crag.models.chat import CHAT_MODELS, EXTRACTIVE
@@ -33,7 +34,23 @@ NODES: dict[str, Node] = {
     "generate": generate,
 }
 
-Graph = CompiledStateGraph[State, Context, InputState, State]
+
+class Graph(CompiledStateGraph[State, Context, InputState, State]):
+    """A compiled crag graph. The nodes are async; `invoke` and `stream` drive the async
+    versions on crag's background loop, so sync callers and notebooks can use them."""
+
+    def invoke(self, *args: Any, **kwargs: Any) -> Any:
+        return run_sync(self.ainvoke(*args, **kwargs))
+
+    def stream(self, *args: Any, **kwargs: Any) -> Any:
+        return iterate_sync(self.astream(*args, **kwargs))
+
+
+def compiled(builder: StateGraph[State, Context, InputState, State], **kwargs: Any) -> Graph:
+    """`builder.compile(**kwargs)` as a `Graph` (same object, with the sync entry points)."""
+    graph = builder.compile(**kwargs)
+    graph.__class__ = Graph  # compile() has no hook for the class it builds
+    return cast(Graph, graph)
 
 
 #: Context fields that name a provider, and the registry that knows the names.
@@ -94,8 +111,8 @@ def steps(*nodes: str | tuple[str, Node]) -> Graph:
     order = [name for name, _ in named]
     for a, b in zip([START, *order], [*order, END], strict=True):
         builder.add_edge(a, b)
-    return builder.compile(name="+".join(order))
+    return compiled(builder, name="+".join(order))
 
 
 # No checkpointer: `langgraph dev` adds its own persistence (and refuses one here).
-graph: Graph = build().compile(name="crag")
+graph: Graph = compiled(build(), name="crag")

@@ -8,6 +8,8 @@ never instructions.
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
 
 from pydantic import BaseModel, Field
@@ -73,12 +75,31 @@ class Reply(BaseModel):
     found: bool = Field(description="false only if none of the sources answers the question")
 
 
+def partial_answer(raw: str) -> str:
+    """The `answer` of a `Reply` whose JSON is still arriving token by token (for
+    streaming it as it is written); "" until the answer starts."""
+    start = re.search(r'"answer"\s*:\s*"', raw)
+    if start is None:
+        return ""
+    body = raw[start.end() :]
+    end = re.search(r'(?<!\\)(?:\\\\)*"', body)  # the closing, unescaped quote
+    body = body[: end.end() - 1] if end else body.rstrip("\\")
+    for cut in range(len(body), max(len(body) - 6, -1), -1):  # a half-sent \uXXXX escape
+        try:
+            return str(json.loads(f'"{body[:cut]}"'))
+        except ValueError:
+            continue
+    return ""
+
+
 ANSWER_USER = (
     "Sources:\n{sources}\n\nQuestion: {question}\n"
     "Answer in two or three sentences, with [n] citations:"
 )
 
-SOURCE_BLOCK = '[{n}] {label}\n<{tag} origin="{origin}">\n{text}\n</{tag}>'
+# The label (a file name, or a web page's title and URL) is the source's text too: it
+# sits inside the delimiters, never beside them.
+SOURCE_BLOCK = '<{tag} n="{n}" origin="{origin}">\n[{n}] {label}\n{text}\n</{tag}>'
 
 QUESTION_WRITER_SYSTEM = (
     "You write exam questions. Given a passage, write ONE specific question that the "
@@ -102,3 +123,13 @@ class Grounding(BaseModel):
     """One verdict per answer sentence, in order (the Self-RAG "is supported" check)."""
 
     supported: list[bool] = Field(description="for each sentence: do the sources state it?")
+
+
+CONDENSE_SYSTEM = (
+    "You turn the user's follow-up into one standalone question, using the conversation "
+    "only to fill in what the follow-up leaves out (what 'it', 'that' or 'and for ...' "
+    "refers to). Keep every name, number, year and version. If the follow-up already "
+    "stands alone, return it unchanged. Reply with the question only, on one line."
+)
+
+CONDENSE_USER = "Conversation:\n{history}\n\nFollow-up: {question}\nStandalone question:"

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, NotRequired
 
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
 # pydantic (used by langgraph-api for schemas) needs typing_extensions.TypedDict before 3.12
 from typing_extensions import TypedDict
 
@@ -69,7 +72,11 @@ def _merge_path(old: list[Step], new: list[Step]) -> list[Step]:
 
 
 class InputState(TypedDict):
-    question: str
+    """A question. On a thread, the conversation so far is in `messages`; a chat client
+    may send the question as a last, unanswered human message instead (it then wins)."""
+
+    question: NotRequired[str]
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
 
 
 def clean_question(question: Any, max_chars: int) -> str:
@@ -102,6 +109,7 @@ class State(InputState, total=False):
     web_query: str
     web_docs: list[Passage]
     web_error: str
+    redacted: list[str]  # kinds of secret or personal data masked in outgoing queries
     strips: list[Strip]
     kept_strips: list[Strip]
     answer: str

@@ -106,31 +106,13 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-# Sentences that address the model instead of informing the reader: prompt injection.
-_DIRECTIVE = re.compile(
-    r"\b(ignore|disregard|forget|override)\b.{0,40}\b(instructions?|prompts?|rules|"
-    r"guidelines|directions)\b"
-    r"|\b(ignore|disregard)\s+(all\s+|everything\s+)?(the\s+)?(above|previous|prior)\s*[.,;:!]"
-    r"|\b(you are now|act as an?|pretend to be|new instructions?|system prompt|jailbreak)\b"
-    r"|\b(reply|respond|answer|end|start|finish|begin)\b.{0,40}\bwith the (word|phrase|text)\b"
-    r"|\b(note|message|instructions?|command)s? (to|for) (the )?(assistant|ai|model|llm|chatbot)\b"
-    r"|\b(assistant|chatbot|language model|llm|ai model)s?\b.{0,40}\b(must|should|shall|will)\b",
-    re.IGNORECASE,
-)
-
-
-def is_directive(sentence: str) -> bool:
-    """True for a sentence that gives orders to an AI (a prompt-injection attempt)."""
-    return bool(_DIRECTIVE.search(sentence))
-
-
 def strips_of(text: str, sentences_per_strip: int) -> list[str]:
     """Decompose a passage into strips of n consecutive sentences (CRAG refinement).
 
-    Sentences that give orders to an AI are dropped here, before any model sees them:
-    small local models follow such orders even inside clearly delimited data.
+    Pass text from `crag.directives.without_directives` (refine does): a strip is
+    what a model reads, and small models obey orders even inside delimited data.
     """
-    sentences = [s for s in split_sentences(text) if not is_directive(s)]
+    sentences = split_sentences(text)
     n = max(1, sentences_per_strip)
     return [" ".join(sentences[i : i + n]) for i in range(0, len(sentences), n)]
 

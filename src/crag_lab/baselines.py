@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 from crag.context import Context
 from crag.grading.base import RelevanceGrader
 from crag.grading.registry import make_grader
-from crag.graph import NODES, Graph, steps
+from crag.graph import NODES, Graph, compiled, steps
 from crag.nodes.refine import position
 from crag.nodes.trail import context_of
 from crag.state import InputState, Passage, State, Strip, Verdict
@@ -115,7 +115,7 @@ def _tutorial() -> Graph:
     builder.add_edge("web_search", "context")
     builder.add_edge("context", "generate")
     builder.add_edge("generate", END)
-    return builder.compile(name="tutorial-rag")
+    return compiled(builder, name="tutorial-rag")
 
 
 NAIVE = steps("retrieve", ("context", all_retrieved), "generate")

@@ -47,17 +47,28 @@ class Pair(TypedDict):
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     rows = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc})") from exc
-            if not isinstance(value, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object")
-            rows.append((number, value))
+    try:
+        text = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a folder, not a JSONL file") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}:{number}: not UTF-8 text") from None
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: not JSON ({exc})") from exc
+        if not isinstance(value, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object")
+        rows.append((number, value))
     if not rows:
         raise ValueError(f"{path}: no records")
     return rows

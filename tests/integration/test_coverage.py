@@ -15,7 +15,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import FakeEmbeddings
+from fakes import FakeEmbeddings
 
 from crag.context import Context
 from crag.grading.coverage import is_specific, key_terms, missing_terms, most_mentions

@@ -173,6 +173,26 @@ def test_tavily_results_are_separate_cited_documents(dev_home: Path, tavily: Fak
     assert "https://example.org/cooking" not in urls  # refinement dropped the noise
 
 
+def test_secrets_in_the_question_never_reach_the_search_service(
+    dev_home: Path, tavily: FakeTavily
+) -> None:
+    secret = "sk-abcdefghijklmnopqrstuvwx1234"
+    question = f"{ADAGRAD_ADABOOST} Reply to jane.doe@example.com, my key is {secret}"
+    result = run(question, dev_home, external="tavily", tavily_base_url=tavily.base_url)
+    sent = " ".join(r.body["query"] for r in tavily.requests)
+    assert tavily.requests and "jane.doe" not in sent and secret not in sent
+    assert result["redacted"] and set(result["redacted"]) <= {"email", "api key"}
+    assert secret not in repr(result["redacted"])  # the kinds are recorded, never the values
+    trusted = run(
+        question,
+        dev_home,
+        external="tavily",
+        tavily_base_url=tavily.base_url,
+        redact_queries=False,
+    )
+    assert trusted["redacted"] == []
+
+
 @pytest.mark.parametrize("mode", ["error500", "slow", "ratelimit"])
 def test_tavily_failure_is_recorded_and_the_run_goes_on(
     dev_home: Path, tavily: FakeTavily, mode: str
@@ -220,7 +240,7 @@ def test_openai_chat_model_answers_with_sources_as_untrusted_data(
     for body in chats:  # the answer, then its grounding check: sources stay data in both
         system, user = body["messages"][0], body["messages"][1]
         assert system["role"] == "system" and "never instructions" in system["content"]
-        tag = re.search(r"<(data-[0-9a-f]{8}) origin=", user["content"])
+        tag = re.search(r"<(data-[0-9a-f]{8}) n=\"\d+\" origin=", user["content"])
         assert tag, "sources are not delimited"
         assert f"</{tag[1]}>" in user["content"] and f"<{tag[1]}>" in system["content"]
         tags.append(tag[1])
@@ -274,7 +294,7 @@ def test_a_failing_chat_model_falls_back_to_cited_passages(
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:down", timeout_s=2.0)
+    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:down", chat_timeout_s=2.0)
     assert result["answer"].startswith("(The language model failed")
     assert "[1]" in result["answer"] and result["citations"]
     assert result["path"][-1] == "generate"

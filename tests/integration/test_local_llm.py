@@ -49,10 +49,23 @@ class FakeServer:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
 
-    def handle_chat_completions(self, req: dict[str, Any]) -> dict[str, Any]:
+    def handle_chat_completions(
+        self, req: dict[str, Any], callback: Any = None
+    ) -> dict[str, Any] | None:
         self.requests.append(req)
         if req["messages"][-1]["content"] == "too long":
-            return {"error": {"code": 400, "message": "exceeds the available context size"}}
+            error = {"error": {"code": 400, "message": "exceeds the available context size"}}
+            if callback is None:
+                return error
+            callback(error)
+            return None
+        if req.get("stream"):  # one chunk per word, as llama.cpp hands them over
+            words = ["Zorbo", " is", " the", " capital."]
+            for i, word in enumerate(words):
+                finish = "stop" if i == len(words) - 1 else None
+                delta = {"content": word}
+                callback({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            return None
         choice: dict[str, Any] = {
             "index": 0,
             "finish_reason": "stop",
@@ -127,6 +140,26 @@ def test_server_error_is_raised(fake_llm) -> None:
         llm.invoke("too long")
 
 
+def test_streaming_hands_over_each_chunk_sync_and_async(fake_llm) -> None:
+    llm, server = fake_llm
+    chunks = [c.content for c in llm.stream("capital?") if c.content]
+    assert chunks == ["Zorbo", " is", " the", " capital."]
+    assert server.requests[-1]["stream"] is True
+
+    async def collect() -> list[str]:
+        return [str(c.content) async for c in llm.astream("capital?") if c.content]
+
+    assert asyncio.run(collect()) == chunks
+    with pytest.raises(LlamaCppError, match="context size"):
+        list(llm.stream("too long"))
+    with pytest.raises(LlamaCppError, match="context size"):
+        asyncio.run(collect_error(llm))
+
+
+async def collect_error(llm: LlamaCppChatModel) -> list[str]:
+    return [str(c.content) async for c in llm.astream("too long")]
+
+
 # --- slow: the real model ----------------------------------------------------------------
 
 
@@ -160,3 +193,28 @@ def test_logprobs_give_a_relevance_probability(llm) -> None:
     irr = judge.invoke(judge_messages(question, "Bananas are rich in potassium."))
     assert len(rel.response_metadata["logprobs"]["content"][0]["top_logprobs"]) == 10
     assert p_yes(rel) > 0.5 > p_yes(irr)
+
+
+@pytest.mark.slow
+def test_the_local_model_streams_the_answer_token_by_token(sample_home) -> None:
+    """`stream_mode="messages"` gets several chunks from generate, and `ask(on_token=)`
+    gets the answer's text as it is written, ending in the final answer."""
+    pytest.importorskip("xllamacpp")
+    from crag import ask, graph
+
+    ctx = Context(home=sample_home, threads=2, external="none", max_answer_tokens=96)
+    question = "How many requests per minute may one Lumen access token make?"
+
+    async def generate_chunks() -> int:
+        count = 0
+        async for message, meta in graph.astream(
+            {"question": question}, context=ctx, stream_mode="messages"
+        ):
+            count += meta["langgraph_node"] == "generate" and bool(message.content)
+        return count
+
+    assert asyncio.run(generate_chunks()) > 3
+    pieces: list[str] = []
+    state = ask(question, context=ctx, on_token=pieces.append)
+    assert len(pieces) > 3
+    assert state["answered"] and "".join(pieces).strip() == state["answer"]

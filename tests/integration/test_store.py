@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import FakeEmbeddings
+from fakes import FakeEmbeddings
 
 from crag.context import Context
-from crag.errors import StoreError
+from crag.errors import DamagedStore, StoreError
 from crag.grading.coverage import most_mentions
 from crag.ingest.indexer import ingest_path
 from crag.retrieval.library import (
     EMBEDDINGS_KEY,
     describe,
+    drop_collection,
     get_collection,
     open_client,
     retrieve,
+    store_error,
     to_similarity,
 )
 
@@ -160,3 +164,61 @@ def test_asking_a_library_that_was_never_ingested_creates_nothing(tmp_path: Path
     with pytest.raises(StoreError, match=r"no library at .*crag ingest PATH"):
         retrieve(ctx, "books", "anything", 3)
     assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda: OSError(28, "No space left on device"), "no room to write"),
+        (lambda: PermissionError(13, "Permission denied"), "cannot write to"),
+        (
+            lambda: _chroma(
+                "error returned from database: (code: 8) attempt to write a readonly database"
+            ),
+            "make the folder writable",
+        ),
+        (
+            lambda: _chroma("error returned from database: (code: 26) file is not a database"),
+            "chroma.sqlite3 is damaged",
+        ),
+        (
+            lambda: _chroma("Error creating hnsw segment reader: Error loading hnsw index"),
+            "vector index of collection 'notes'",
+        ),
+        (
+            lambda: _chroma("Collection expecting embedding with dimension of 64, got 384"),
+            "another embedding model",
+        ),
+        (lambda: ConnectionRefusedError(111, "Connection refused"), "lost the Chroma server"),
+    ],
+)
+def test_store_failures_name_their_cause_and_fix(
+    make: Callable[[], BaseException], expected: str, tmp_path: Path
+) -> None:
+    problem = store_error(make(), str(tmp_path), "notes")
+    assert isinstance(problem, StoreError) and expected in str(problem)
+    assert "\n" not in str(problem)
+    if "damaged" in expected or "vector index" in expected:
+        assert isinstance(problem, DamagedStore) and "--collection notes --rebuild" in str(problem)
+    assert store_error(KeyError("a bug of crag's"), str(tmp_path)) is None  # keeps its traceback
+
+
+def _chroma(message: str) -> Exception:
+    from chromadb.errors import InternalError
+
+    return InternalError(message)
+
+
+def test_an_ingest_seals_the_index_and_a_rebuild_starts_over(
+    ctx: Context, small_library: Path
+) -> None:
+    summary = ingest_path(ctx, small_library, embeddings=FakeEmbeddings(dim=384))
+    seals = json.loads((ctx.home / "chroma.integrity.json").read_text())["collections"]
+    assert summary.exit_code == 0 and seals["books"]["collection"]
+    client = open_client(ctx)
+    assert drop_collection(client, "notes") is False  # nothing to drop
+    again = ingest_path(ctx, small_library, rebuild=True, embeddings=FakeEmbeddings(dim=384))
+    assert again.files_ok == 3 and again.chunks_written == 3  # everything ingested again
+    new = json.loads((ctx.home / "chroma.integrity.json").read_text())["collections"]["books"]
+    assert new["collection"] != seals["books"]["collection"]
+    assert describe(ctx, "books")["chunks"] == 3

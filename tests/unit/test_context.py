@@ -43,7 +43,7 @@ def test_env_values_are_typed_and_checked(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_contradictory_thresholds_are_rejected() -> None:
-    with pytest.raises(ValueError, match="lower <= upper"):
+    with pytest.raises(ValueError, match=re.escape("lower=0.8 (from argument): must not exceed")):
         Context(lower=0.8, upper=0.5)
     with pytest.raises(ValueError, match="strip_sentences"):
         Context(strip_sentences=5)
@@ -59,9 +59,9 @@ def test_corrupt_settings_file_is_a_clear_error(tmp_path: Path) -> None:
     ("saved", "message"),
     [
         ({"k": "abc"}, "k='abc'"),
-        ({"chroma_url": 12345}, "chroma_url=12345: expected str"),
-        ({"upper": True}, "upper=True: expected float"),
-        ({"k": -1}, "k, web_k and max_strips must be >= 1"),
+        ({"chroma_url": 12345}, "chroma_url=12345 (from "),
+        ({"upper": True}, "upper=True (from "),
+        ({"k": -1}, "k=-1 (from "),
     ],
 )
 def test_settings_of_the_wrong_type_name_the_file(
@@ -70,5 +70,44 @@ def test_settings_of_the_wrong_type_name_the_file(
     (tmp_path / "settings.json").write_text(json.dumps(saved))
     with pytest.raises(ValueError, match=re.escape(message)) as info:
         Context(home=tmp_path)
-    if "must be" not in message:
-        assert str(tmp_path / "settings.json") in str(info.value)
+    assert str(tmp_path / "settings.json") in str(info.value)
+
+
+def test_an_argument_equal_to_the_default_still_beats_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CRAG_CHAT_MODEL", "extractive")
+    monkeypatch.setenv("CRAG_K", "3")
+    ctx = Context(home=tmp_path, chat_model="local", k=5)
+    assert (ctx.chat_model, ctx.k) == ("local", 5)
+    assert ctx.origin("k") == "argument"
+    assert Context(home=tmp_path).chat_model == "extractive"
+    assert Context(home=tmp_path).origin("k") == "CRAG_K"
+    # a copy keeps what was given and resolves the rest again
+    assert Context(home=tmp_path).with_overrides(chat_model="local").chat_model == "local"
+
+
+def test_a_new_home_brings_its_own_settings(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "settings.json").write_text(json.dumps({"upper": 0.7, "lower": 0.2}))
+    ctx = Context(home=tmp_path).with_overrides(home=other)
+    assert (ctx.upper, ctx.lower) == (0.7, 0.2)
+    assert ctx.origin("upper") == str(other / "settings.json")
+    # an argument still beats the file
+    assert Context(home=other, upper=0.9).upper == 0.9
+
+
+def test_the_cli_flag_equal_to_the_default_beats_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from crag.cli.main import build_parser
+    from crag.cli.options import context_from_args
+
+    monkeypatch.setenv("CRAG_CHAT_MODEL", "extractive")
+    monkeypatch.setenv("CRAG_K", "3")
+    args = build_parser().parse_args(
+        ["ask", "q?", "--home", str(tmp_path), "--chat-model", "local", "--k", "5"]
+    )
+    ctx = context_from_args(args)
+    assert (ctx.chat_model, ctx.k) == ("local", 5)

@@ -318,10 +318,15 @@ def test_strip_sweep_trades_support_against_declining() -> None:
     hopeless.strip_scores[("w",)] = {("w", 0): 0.3}
     assert [e["source"] for e in replay_context(hopeless, 0.35, 0.6, 0.0, ctx)] == ["w.pdf"]
     rows = strip_sweep([answerable, hopeless], 0.35, 0.6, [0.0, 0.5, 0.7], ctx)
-    assert [r["support_recall"] for r in rows] == [1.0, 1.0, 0.0]
-    assert [r["none_declined"] for r in rows] == [0.0, 1.0, 1.0]
-    assert [r["decision"] for r in rows] == [0.5, 1.0, 0.5]
-    assert [r["balanced"] for r in rows] == [0.5, 1.0, 0.5]
+    # each document graded relevant keeps its best strip: the strip threshold trims the
+    # context but never empties it, so declining is the document grades' decision
+    assert [r["support_recall"] for r in rows] == [1.0, 1.0, 1.0]
+    assert [r["none_declined"] for r in rows] == [0.0, 0.0, 0.0]
+    hopeless.web_docs = [{**hopeless.web_docs[0], "score": 0.1}]  # graded irrelevant
+    hopeless.strip_scores[()] = {}  # nothing left to refine
+    rows = strip_sweep([answerable, hopeless], 0.35, 0.6, [0.0, 0.7], ctx)
+    assert [r["none_declined"] for r in rows] == [1.0, 1.0]
+    assert [r["support_recall"] for r in rows] == [1.0, 1.0]
 
 
 def test_a_plateau_of_best_thresholds_resolves_to_its_middle() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from crag.directives import is_directive
 from crag.grading.constraints import check, constraints
 from crag.grading.coverage import comparison_sides, is_specific, key_terms
 from crag.grading.verdict import decide_verdict
@@ -12,7 +13,7 @@ from crag.nodes.generate import cited, extractive_answer, number_sources
 from crag.nodes.refine import decompose, knowledge_for, select
 from crag.nodes.rewrite import clean_query
 from crag.state import Passage, State
-from crag.text import is_directive, keyword_query, split_sentences, strips_of
+from crag.text import keyword_query, split_sentences, strips_of
 
 UPPER, LOWER = 0.6, 0.35
 
@@ -97,7 +98,12 @@ def test_an_ambiguous_refinement_keeps_both_library_and_web_strips() -> None:
         "L two is long.",
         "W is ok.",
     ]
-    assert select(strips, 0.95, 2, split_at=1) == []
+    # nothing reaches the threshold: each document, graded relevant, keeps its best strip
+    assert [s["text"] for s in select(strips, 0.95, 2, split_at=1)] == [
+        "L one is long.",
+        "W is ok.",
+    ]
+    assert [s["text"] for s in select(strips, 0.95, 1)] == ["L one is long."]  # within the cap
 
 
 def test_strips_group_sentences() -> None:
@@ -127,7 +133,7 @@ def test_strips_group_sentences() -> None:
 def test_sentences_giving_orders_to_the_model_never_reach_a_strip(attack: str) -> None:
     text = f"AdaBoost combines weak learners trained on re-weighted data. {attack} It is old."
     assert is_directive(attack)
-    joined = " ".join(strips_of(text, 1))
+    joined = " ".join(s["text"] for s in decompose([_doc("a", text)], sentences_per_strip=1))
     assert "PWNED" not in joined and "DAN" not in joined and "system prompt" not in joined
     assert "AdaBoost combines weak learners" in joined
 
@@ -138,6 +144,7 @@ def test_ordinary_prose_is_not_mistaken_for_an_injection() -> None:
         "Dropout forgets nothing: it rescales activations at training time.",
         "The model should converge after ten epochs.",
         "Press the start button to begin the upload.",
+        "A better language model should allow us to predict the next token more accurately.",
     ]:
         assert not is_directive(sentence), sentence
 

@@ -197,7 +197,19 @@ def test_strip_running_lines_keeps_body_and_headings() -> None:
     out = strip_running_lines(pages)
     assert all("My Book" not in p for p in out)
     assert out[0] == "Chapter 1 Linear Models\nWhat linear models do.\nWhy linear models matter."
-    assert strip_running_lines(pages[:3]) == pages[:3]  # too few pages to tell
+    # a short document: a line at the edge of every page is running too
+    assert all("My Book" not in p for p in strip_running_lines(pages[:2]))
+
+
+def test_page_markers_go_from_any_page_edge_and_body_lines_stay() -> None:
+    page = "Results\nThe model fails on long inputs, shown on page 4\nMore text here.\n- 12 -"
+    assert strip_running_lines([page]) == [
+        "Results\nThe model fails on long inputs, shown on page 4\nMore text here."
+    ]
+    lone = "Handbook - page 1 of 1\nBody one.\nBody two.\nHandbook - page 1 of 1"
+    assert strip_running_lines([lone]) == ["Body one.\nBody two."]
+    different = ["Intro\nAlpha beta.\nGamma.", "Methods\nDelta.\nEpsilon."]
+    assert strip_running_lines(different) == different  # nothing repeats: nothing goes
 
 
 def test_chunks_prefer_heading_and_sentence_boundaries() -> None:

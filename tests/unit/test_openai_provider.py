@@ -25,8 +25,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
 
 
 def test_chat(fake: FakeOpenAI) -> None:
-    llm = make_chat_model("openai:test-model", Context(timeout_s=5), max_tokens=50)
-    assert make_chat_model("openai:test-model", Context(timeout_s=5), max_tokens=50) is llm
+    llm = make_chat_model("openai:test-model", Context(chat_timeout_s=5), max_tokens=50)
+    assert make_chat_model("openai:test-model", Context(chat_timeout_s=5), max_tokens=50) is llm
     msg = llm.invoke("What is the capital of Freedonia?")
     assert msg.content == fake.reply
     path, body, _ = fake.requests[-1]
@@ -37,7 +37,7 @@ def test_chat(fake: FakeOpenAI) -> None:
 
 def test_chat_logprobs_shape(fake: FakeOpenAI) -> None:
     """The judge reads P(yes) the same way from ChatOpenAI and the local model."""
-    llm = make_chat_model("openai:test-model", Context(timeout_s=5))
+    llm = make_chat_model("openai:test-model", Context(chat_timeout_s=5))
     msg = llm.bind(logprobs=True, top_logprobs=2, max_tokens=1).invoke("relevant?")
     assert fake.requests[-1][1]["top_logprobs"] == 2
     top = msg.response_metadata["logprobs"]["content"][0]["top_logprobs"]

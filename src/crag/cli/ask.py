@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import textwrap
 from typing import Any
 
 from crag.api import ask, summary
 from crag.cli.options import add_context_flags, context_from_args
+from crag.models.chat import EXTRACTIVE
+from crag.retrieval.library import check_collection_name
 from crag.text import printable
 
 NAME = "ask"
@@ -20,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question, in quotes")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--thread", default=None, help="continue this conversation (see `crag chat`)"
+    )
     add_context_flags(parser)
 
 
@@ -30,37 +36,61 @@ def progress(node: str, update: dict[str, Any]) -> None:
     print(f"  {node:<10} {seconds:6.2f}s  {detail}", file=sys.stderr)
 
 
+def where(doc: dict[str, Any], page_word: str = "page") -> str:
+    """A source as a reader cites it, on one line whatever its name holds."""
+    name = doc.get("url") or doc["source"]
+    page = f", {page_word} {doc['page']}" if doc.get("page") and not doc.get("url") else ""
+    return printable(f"{name}{page}", one_line=True)
+
+
+def sources(result: dict[str, Any]) -> list[str]:
+    """The answer's numbered sources, as printed under it."""
+    if not result["citations"]:
+        return []
+    return ["sources:", *(f"  [{c['n']}] {where(c)}" for c in result["citations"])]
+
+
 def render(result: dict[str, Any]) -> str:
     lines = [f"verdict: {result['verdict']}  (grader: {result['grader']})", "retrieved:"]
     for i, doc in enumerate(result["documents"], start=1):
-        where = f"{doc['source']}" + (f", p. {doc['page']}" if doc.get("page") else "")
-        lines.append(f"  {i}. score {doc.get('score', 0):.2f}  {where}")
+        lines.append(f"  {i}. score {doc.get('score', 0):.2f}  {where(doc, 'p.')}")
     if result["web_query"]:
         lines.append(f"web query: {result['web_query']}")
     if result["web_error"]:
         lines.append(f"external source failed: {result['web_error']}")
-    lines += ["", textwrap.fill(result["answer"], width=100), ""]
-    if result["citations"]:
-        lines.append("sources:")
-        for c in result["citations"]:
-            where = c.get("url") or (
-                f"{c['source']}, page {c['page']}" if c.get("page") else c["source"]
-            )
-            lines.append(f"  [{c['n']}] {where}")
+    lines += ["", textwrap.fill(result["answer"], width=100), "", *sources(result)]
     total = sum(result["timings"].values())
     lines.append(f"path: {' -> '.join(result['path'])}  ({total:.1f}s)")
     return "\n".join(lines)
 
 
+def as_json(result: dict[str, Any]) -> str:
+    """One JSON object; C1 control characters escaped too (json escapes only C0)."""
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    return re.sub(r"[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def streamed(piece: str) -> None:
+    """The answer's words on stderr as the model writes them (stdout gets the result)."""
+    sys.stderr.write(printable(piece))
+    sys.stderr.flush()
+
+
 def run(args: argparse.Namespace) -> int:
     ctx = context_from_args(args)
+    check_collection_name(ctx.collection)  # a usage error, whatever the store holds
+    if ctx.external == "local":
+        check_collection_name(ctx.external_collection)
     show = not (args.quiet or args.json)
     if show:
         print(f"question: {printable(args.question)}", file=sys.stderr)
-    state = ask(args.question, context=ctx, on_step=progress if show else None)
-    result = summary(state)
-    # JSON escapes control characters itself; text goes through `printable`
-    print(
-        json.dumps(result, indent=2, ensure_ascii=False) if args.json else printable(render(result))
+    state = ask(
+        args.question,
+        context=ctx,
+        thread_id=args.thread,
+        on_step=progress if show else None,
+        on_token=streamed if show and ctx.chat_model != EXTRACTIVE else None,
     )
+    result = summary(state)
+    print(as_json(result) if args.json else printable(render(result)))
     return 0

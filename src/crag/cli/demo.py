@@ -2,7 +2,8 @@
 
 The sample is a fictional product handbook (three PDFs) plus a few "web pages"
 (markdown) that stand in for the external source, so that the questions show all
-three verdicts offline.
+three verdicts offline. It goes into the same home that `crag ask`, `crag chat`
+and `langgraph dev` read, so the next question can be the user's own.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from crag.text import printable
 
 NAME = "demo"
 HELP = "ingest the sample library and ask its demo questions"
-DEMO_HOME = Path(".crag-demo")
 
 
 def default_samples() -> Path | None:
@@ -51,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
     if samples is None or not (samples / "questions.jsonl").is_file():
         print("crag demo: no samples folder found; pass --samples DIR", file=sys.stderr)
         return 2
-    if args.home is None:
-        args.home = DEMO_HOME
     ctx = context_from_args(args)
     print(f"== ingesting the sample library into {ctx.home}", file=sys.stderr)
     for folder, collection in (
@@ -78,4 +76,6 @@ def run(args: argparse.Namespace) -> int:
         )
     matched = sum(item["expected_verdict"] == result["verdict"] for item, result, _ in rows)
     print(f"verdicts as expected: {matched}/{len(rows)}")
+    home = f" --home {ctx.home}" if ctx.origin("home") == "argument" else ""
+    print(f'\nnext: crag ask "your question"{home}   (or: crag chat{home}, langgraph dev)')
     return 0

@@ -1,7 +1,8 @@
 """Walk PATH (a folder, recursively, or one file) for .pdf, .md, .markdown and .txt
 files, split them into page-cited chunks and index them in Chroma. Re-runs are
 incremental: unchanged files cost nothing, changed files are replaced, an
-interrupted run resumes.
+interrupted run resumes. `--rebuild` drops the collection and ingests everything
+again: the repair for a damaged index or store.
 
 Exit codes: 0 all files indexed or unchanged; 1 some files failed, nothing to
 ingest, or the run stopped on an embedder/store error; 2 usage error (missing
@@ -14,13 +15,15 @@ import argparse
 import json
 import logging
 import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from crag.cli.options import STORE_FIELDS, add_context_flags, context_from_args
 from crag.errors import IngestError, ProviderError, StoreError
-from crag.ingest.indexer import Ingestor
+from crag.ingest.indexer import Event, Ingestor
 from crag.ingest.progress import Progress, format_summary
-from crag.retrieval.library import check_collection_name
+from crag.retrieval.library import check_collection_name, check_home
 from crag.text import printable
 
 NAME = "ingest"
@@ -32,37 +35,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prune", action="store_true", help="remove chunks of files that are no longer under PATH"
     )
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="drop the collection and ingest everything again (repairs a damaged index)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_context_flags(parser, STORE_FIELDS)
 
 
-def _error(message: str) -> None:
+def _error(message: str, args: argparse.Namespace | None = None) -> None:
+    """One line on stderr; with -v, first the traceback of the exception being handled."""
+    if args is not None and getattr(args, "verbose", False) and sys.exc_info()[0] is not None:
+        traceback.print_exc()
     print(f"crag ingest: error: {printable(message)}", file=sys.stderr)
+
+
+def _with_notes(progress: Progress, quiet: bool) -> Callable[[Event], None]:
+    """The progress display, plus the lines a rebuild adds."""
+
+    def on_event(event: Event) -> None:
+        kind = event.get("event")
+        if kind == "set_aside":
+            progress.message(
+                f"warning: the store's database was unreadable; moved {event['store']} to "
+                f"{event['to']} (ingest its other collections again)"
+            )
+        elif kind == "rebuild" and not quiet:
+            dropped = "dropped the old one, " if event["dropped"] else ""
+            progress.message(f"rebuilding {event['collection']!r}: {dropped}ingesting every file")
+        progress(event)
+
+    return on_event
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         ctx = context_from_args(args)
         check_collection_name(ctx.collection)
+        if not ctx.chroma_url:
+            check_home(ctx)
     except (ValueError, StoreError) as exc:
-        _error(str(exc))
+        _error(str(exc), args)
         return 2
 
     # pypdf logs every recoverable oddity of a PDF; the loader reports what matters.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
-    ingestor = Ingestor(ctx, prune=args.prune, on_event=Progress(quiet=args.quiet))
+    ingestor = Ingestor(
+        ctx,
+        prune=args.prune,
+        rebuild=args.rebuild,
+        on_event=_with_notes(Progress(quiet=args.quiet), args.quiet),
+    )
     try:
         summary = ingestor.run(args.path)
     except IngestError as exc:
-        _error(str(exc))
+        _error(str(exc), args)
         return exc.exit_code
     except (StoreError, ProviderError) as exc:
-        _error(str(exc))
+        _error(str(exc), args)
         return 1
     except KeyboardInterrupt:
         summary = ingestor.summary
         summary.interrupted = True
     result = summary.to_dict()
     print(json.dumps(result, indent=2) if args.json else printable(format_summary(result)))
+    if summary.error:
+        _error(summary.error)
     return summary.exit_code

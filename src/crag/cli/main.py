@@ -13,7 +13,9 @@ import traceback
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from crag.cli import ask, demo, ingest
+from dotenv import load_dotenv
+
+from crag.cli import ask, chat, demo, ingest
 from crag.errors import CragError
 from crag.offline import use_offline_defaults
 from crag.text import printable
@@ -35,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crag", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in [ingest, ask, demo, *plugged_in()]:
+    for command in [ingest, ask, chat, demo, *plugged_in()]:
         child = sub.add_parser(command.NAME, help=command.HELP, description=command.__doc__)
         command.add_arguments(child)
         child.set_defaults(run=command.run)
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    load_dotenv(".env", override=False)  # the working folder's .env; the shell wins
     use_offline_defaults()  # no telemetry or tracing calls leave the machine
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -56,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"crag {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the machine's: a full disk, a read-only folder (-v: traceback)
+        if args.verbose:
+            traceback.print_exc()
+        print(f"crag {args.command}: error: {printable(str(exc))}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("crag: interrupted", file=sys.stderr)
         return 130

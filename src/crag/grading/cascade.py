@@ -11,7 +11,8 @@ class CascadeGrader:
     """A cheap grader settles the clear cases; the LLM judge settles the uncertain band.
 
     The judge is the expensive part (about a second a pair on the local model), so it
-    only sees passages whose first score lies in [low, high).
+    only sees passages whose first score lies in [low, high): filtered of orders to a
+    model and delimited, as `JudgeGrader.messages` gives every passage it reads.
     """
 
     name = "cascade"

@@ -121,8 +121,18 @@ def check(
                 or f" {c.value.replace(' ', '')} " in joined
                 or _spelled_out(c.value, joined.split())
             )
-        elif c.kind == "version":  # "3" is met by "3.0" or "3.0.1", "1.5" not by "1.50"
-            release = rf"(?<![\w.]){re.escape(c.value)}(?:\.\d+)*(?![\w.]?\d|\w)"
+        elif c.kind == "version":
+            # "1.5" is met by "1.5" or "1.5.2", not "1.50"; a bare "3" (asked as "version
+            # 3" or "v3") only in a version's form, "3.0", "3.x", "v3", "version 3": any
+            # other "3" ("part 2 of 3") is just a number
+            n = re.escape(c.value)
+            end = r"(?![\w.]?\d|\w)"
+            named = rf"(?:\bv|\bversion\s+|\brelease\s+){n}{end}"
+            release = (
+                rf"(?<![\w.]){n}(?:\.\d+)*{end}"
+                if "." in c.value
+                else rf"(?<![\w.]){n}(?:\.(?:\d+|x))+{end}|{named}"
+            )
             ok = re.search(release, low) is not None
         else:
             ok = re.search(rf"(?<![\w.]){re.escape(c.value)}(?![\w]|\.\d)", low) is not None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
 import re
 import threading
@@ -80,10 +81,21 @@ _SIDE_END = re.compile(
 )
 
 
+# Where a comparison is asked: the patterns run only around these words, on a bounded
+# window, so a long text costs linear time (a side is a few words, never far away).
+_ANCHOR = re.compile(r"\b(?:vs|versus|between|differ|different|compare)\b", re.IGNORECASE)
+_WINDOW = 200
+_MAX_ANCHORS = 20
+
+
 def comparison_sides(question: str) -> list[str]:
     """The things a comparison question compares, as short phrases; [] otherwise."""
+    windows = [
+        question[max(0, a.start() - _WINDOW) : a.end() + _WINDOW]
+        for a in itertools.islice(_ANCHOR.finditer(question), _MAX_ANCHORS)
+    ]
     for pattern in _SIDES:
-        match = pattern.search(question)
+        match = next(filter(None, (pattern.search(w) for w in windows)), None)
         if not match:
             continue
         sides = []

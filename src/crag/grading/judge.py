@@ -13,6 +13,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from crag import prompts
+from crag.directives import without_directives
+from crag.errors import ProviderError
 from crag.grading.base import NEUTRAL
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,9 @@ class JudgeGrader:
 
     @staticmethod
     def messages(question: str, passage: str, tag: str) -> list[BaseMessage]:
+        """The judge's prompt: the passage filtered like every source a model reads (an
+        order in it would grade itself relevant) and delimited by the call's tag."""
+        passage = without_directives(passage)
         return [
             SystemMessage(prompts.JUDGE_SYSTEM.format(tag=tag)),
             HumanMessage(prompts.JUDGE_USER.format(question=question, passage=passage, tag=tag)),
@@ -88,11 +93,13 @@ class JudgeGrader:
         replies = await self.model.abatch(
             batch, config={"max_concurrency": self.max_concurrency}, return_exceptions=True
         )
+        read = [parse_judgement(r) if isinstance(r, AIMessage) else None for r in replies]
+        if all(score is None for score in read):  # a judge that is down judges nothing
+            why = next((r for r in replies if isinstance(r, BaseException)), replies[0])
+            raise ProviderError(f"the LLM judge gave no usable answer ({type(why).__name__})")
         scores: list[float] = []
-        for reply in replies:
-            score = parse_judgement(reply) if isinstance(reply, AIMessage) else None
+        for reply, score in zip(replies, read, strict=True):
             if score is None:
                 log.warning("judge gave no usable answer (%r); scoring neutral", reply)
-                score = NEUTRAL
-            scores.append(score)
+            scores.append(NEUTRAL if score is None else score)
         return scores

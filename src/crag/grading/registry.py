@@ -64,6 +64,9 @@ def _cascade(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
     return CascadeGrader(_auto(ctx, embeddings), judge, ctx.cascade_low, ctx.cascade_high)
 
 
+#: Graders that ask a chat model (and so can fail when its server does).
+LLM_GRADERS = ("judge", "cascade")
+
 #: Strips are never sent to the LLM judge (a question has dozens of them, and the judge
 #: costs about a second each): an LLM grader's strips get its cheap stand-in.
 STRIP_STAND_IN = {"judge": "features", "cascade": "auto"}
@@ -71,9 +74,8 @@ STRIP_STAND_IN = {"judge": "features", "cascade": "auto"}
 
 def _build(ctx: Context, name: str) -> RelevanceGrader:
     factory = GRADERS[name]  # an unknown name fails here, before any model loads
-    return factory(
-        ctx, make_embeddings(ctx.embeddings, threads=ctx.threads, timeout_s=ctx.timeout_s)
-    )
+    timeout_s = ctx.embeddings_timeout_s
+    return factory(ctx, make_embeddings(ctx.embeddings, threads=ctx.threads, timeout_s=timeout_s))
 
 
 def make_grader(ctx: Context) -> RelevanceGrader:

@@ -13,9 +13,9 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from crag.ingest.loaders import Page
 
-#: Bump when the splitting rules change: it is part of every chunk id, so a new
-#: chunker re-indexes files instead of mixing old and new chunks.
-CHUNKER_VERSION = "1"
+#: Bump when the text extraction or splitting rules change: it is part of every chunk
+#: id, so a new version re-indexes files instead of mixing old and new chunks.
+CHUNKER_VERSION = "2"  # 2: page markers and short documents' running lines dropped
 
 #: Chunks with fewer word characters than this (a lone figure number, a stray
 #: heading) carry nothing worth retrieving.

@@ -10,11 +10,17 @@ A changed file's new chunks are written first and its old ones deleted after, so
 crash never loses a file: it leaves at most an extra partial version, which the
 next run completes (embedding only the missing chunks) and then swaps in. Chunk
 ids are derived from (source, version, index), so re-writing is idempotent.
+
+`rebuild` drops the collection first (without letting Chroma load a damaged index;
+a store whose database is unreadable is moved aside) and ingests everything again.
+A run that ends normally records the collection's index files (`library.seal`), so
+that a later damage is caught before Chroma loads them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,23 +31,32 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.embeddings import Embeddings
 
 from crag.context import Context
-from crag.errors import IngestError
+from crag.errors import CragError, DamagedStore, IngestError, StoreError
 from crag.filelock import LockBusy, exclusive
 from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
 from crag.ingest.loaders import SUPPORTED, LoadError, kind_of, load_document, read_bytes, sha256_hex
 from crag.models.embeddings import make_embeddings
 from crag.retrieval.library import (
+    check_home,
     delete,
+    drop_collection,
     get_collection,
     iter_records,
     mark_changed,
     open_client,
+    seal,
+    set_aside_store,
+    store_error,
+    unseal,
     vectors_by,
     write,
 )
 
 if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
+
+log = logging.getLogger(__name__)
 
 Event = dict[str, Any]
 EventHandler = Callable[[Event], None]
@@ -247,20 +262,24 @@ def _home_lock(ctx: Context) -> Iterator[None]:
     """One writer per store: two on an embedded store stall on SQLite locks for minutes,
     and two on a server both embed everything. (A server's lock lives in this CRAG_HOME,
     so it holds between ingests from this machine and home.)"""
-    ctx.home.mkdir(parents=True, exist_ok=True)
+    check_home(ctx)
     name = "ingest.lock"
     where: str | Path = ctx.home
     if ctx.chroma_url:
         name = f"ingest-{sha256_hex(ctx.chroma_url)[:12]}.lock"
         where = ctx.chroma_url
-    try:
-        with exclusive(ctx.home / name, wait=False):
-            yield
-    except LockBusy as busy:
-        raise IngestError(
-            f"another `crag ingest` (pid {busy.holder}) is writing to {where}; "
-            "wait for it to finish"
-        ) from busy
+    with contextlib.ExitStack() as stack:
+        try:
+            ctx.home.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(exclusive(ctx.home / name, wait=False))
+        except LockBusy as busy:
+            raise IngestError(
+                f"another `crag ingest` (pid {busy.holder}) is writing to {where}; "
+                "wait for it to finish"
+            ) from busy
+        except OSError as exc:  # a read-only or full disk, a file in the way
+            raise store_error(exc, str(ctx.home)) or StoreError(f"{ctx.home}: {exc}") from exc
+        yield
 
 
 class _Fatal(Exception):
@@ -279,6 +298,7 @@ class Ingestor:
         *,
         collection: str | None = None,
         prune: bool = False,
+        rebuild: bool = False,
         embeddings: Embeddings | None = None,
         on_event: EventHandler | None = None,
         batch_size: int = BATCH_SIZE,
@@ -286,12 +306,14 @@ class Ingestor:
         self.ctx = ctx
         self.collection_name = collection or ctx.collection
         self.prune = prune
+        self.rebuild = rebuild
         self._embeddings = embeddings
         self.on_event = on_event
         self.batch_size = max(1, batch_size)
         self.chunker = chunker_signature(ctx.chunk_size, ctx.chunk_overlap)
         self.summary = IngestSummary(root="", collection=self.collection_name)
         self._marked = False
+        self._client: ClientAPI | None = None
 
     # -- plumbing --
     def _emit(self, event: str, **data: Any) -> None:
@@ -303,14 +325,19 @@ class Ingestor:
         """Built on first need, so a run with nothing to embed never loads a model."""
         if self._embeddings is None:
             self._embeddings = make_embeddings(
-                self.ctx.embeddings, threads=self.ctx.threads, timeout_s=self.ctx.timeout_s
+                self.ctx.embeddings,
+                threads=self.ctx.threads,
+                timeout_s=self.ctx.embeddings_timeout_s,
             )
         return self._embeddings
 
     def _changing(self, collection: Collection) -> None:
         """Before the first write of a run: a new collection version (crash-safe, since
-        a stale version would outlive a run killed after its first write)."""
+        a stale version would outlive a run killed after its first write). The recorded
+        index files are forgotten first: a run killed from here on leaves none."""
         if not self._marked:
+            if self._client is not None:
+                unseal(self._client, self.collection_name)
             mark_changed(collection)
             self._marked = True
 
@@ -328,13 +355,13 @@ class Ingestor:
             raise IngestError("--prune needs a folder, not a single file", exit_code=2)
         summary = self.summary
         summary.root = str(found.root)
+        if self.ctx.chroma_url:
+            open_client(self.ctx)  # a server that does not answer: before HOME is touched
         try:
             with _home_lock(self.ctx):
+                self._client = client = self._open()
                 collection = get_collection(
-                    open_client(self.ctx, create=True),
-                    self.collection_name,
-                    create=True,
-                    embeddings=self.ctx.embeddings,
+                    client, self.collection_name, create=True, embeddings=self.ctx.embeddings
                 )
                 stored = _scan(collection)
                 self._emit(
@@ -355,6 +382,7 @@ class Ingestor:
                             collection, file, source, stored.get(source, _Stored()), index
                         )
                     except _Fatal as exc:
+                        log.debug("the run stopped at %s", source, exc_info=exc.__cause__)
                         summary.error = str(exc)
                         summary.not_processed = len(found.files) - index
                         break
@@ -362,6 +390,7 @@ class Ingestor:
                     self._emit("file_done", index=index, **asdict(report))
                 if self.prune and summary.error is None:
                     self._prune(collection, stored, {found.source(f) for f in found.files})
+                self._seal(client, collection)
         except KeyboardInterrupt:
             summary.interrupted = True
             raise
@@ -369,6 +398,37 @@ class Ingestor:
             summary.seconds = time.perf_counter() - start
             self._emit("done", summary=summary.to_dict())
         return summary
+
+    def _open(self) -> ClientAPI:
+        """The store's client; for a rebuild, after the collection was dropped (and a store
+        whose database is unreadable moved aside)."""
+        if not self.rebuild:
+            return open_client(self.ctx, create=True)
+        _ = self.embeddings  # a missing model or key fails before anything is dropped
+        try:
+            client = open_client(self.ctx, create=True)
+            dropped = drop_collection(client, self.collection_name)
+        except DamagedStore as exc:
+            if exc.part != "database" or self.ctx.chroma_url:
+                raise
+            moved = set_aside_store(self.ctx)
+            self._emit("set_aside", store=str(self.ctx.chroma_path), to=str(moved), reason=str(exc))
+            client = open_client(self.ctx, create=True)
+            dropped = False
+        self._emit("rebuild", collection=self.collection_name, dropped=dropped)
+        return client
+
+    def _seal(self, client: ClientAPI, collection: Collection) -> None:
+        """Record the index files as this run leaves them; a damaged index is the run's error."""
+        try:
+            problem = seal(client, collection, self.collection_name)
+        except StoreError as exc:
+            problem = str(exc)
+        if problem and self.summary.error is None:
+            self.summary.error = (
+                f"the vector index of collection {self.collection_name!r} is damaged after this "
+                f"run ({problem}); rebuild it: run the same command with --rebuild"
+            )
 
     def _ingest_file(
         self, collection: Collection, file: Path, source: str, stored: _Stored, index: int
@@ -488,6 +548,8 @@ def _metadata(base: dict[str, Any], chunk: Chunk) -> dict[str, Any]:
 
 def _describe(exc: BaseException) -> str:
     msg = " ".join(str(exc).split())
+    if isinstance(exc, CragError) and msg:  # its message names the cause and the fix
+        return msg
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
@@ -497,14 +559,21 @@ def ingest_path(
     *,
     collection: str | None = None,
     prune: bool = False,
+    rebuild: bool = False,
     embeddings: Embeddings | None = None,
     on_event: EventHandler | None = None,
 ) -> IngestSummary:
     """Ingest a folder (recursively) or one file into `collection` (default `ctx.collection`).
 
-    Raises `IngestError` when the run cannot start; per-file problems are reported
-    in the summary instead, and leave the file's existing chunks untouched.
+    Raises `IngestError` when the run cannot start (`StoreError` when the store cannot be
+    used); per-file problems are reported in the summary instead, and leave the file's
+    existing chunks untouched. `rebuild` drops the collection first.
     """
     return Ingestor(
-        ctx, collection=collection, prune=prune, embeddings=embeddings, on_event=on_event
+        ctx,
+        collection=collection,
+        prune=prune,
+        rebuild=rebuild,
+        embeddings=embeddings,
+        on_event=on_event,
     ).run(path)

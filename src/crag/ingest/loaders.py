@@ -189,36 +189,44 @@ def _line_key(line: str) -> str:
     return _DIGITS.sub("#", " ".join(line.split()).lower())
 
 
-def strip_running_lines(texts: list[str], edge: int = 2) -> list[str]:
-    """Drop running headers/footers ("Title — page 12") from the edges of pages.
+# A line that only says where the reader is: "12", "- 12 -", "Page 3", "Title - page 2 of 9".
+_PAGE_MARKER = re.compile(
+    r"^(?:.{0,120}?\s*[\-\u2013\u2014|\u00b7,]\s*)?(?:page|p\.|pg\.?)\s*\d{1,5}"
+    r"(?:\s*(?:of|/)\s*\d{1,5})?$|^[\-\u2013\u2014\s]*\d{1,5}[\-\u2013\u2014\s]*$",
+    re.IGNORECASE,
+)
 
-    They repeat on most pages, so in chunks they only add noise to every
-    embedding. A line counts as running when, with digits masked, it sits in
-    the first or last `edge` lines of at least half the pages (and of 3+).
+
+def is_page_marker(line: str) -> bool:
+    return bool(_PAGE_MARKER.match(" ".join(line.split())[:200]))
+
+
+def strip_running_lines(texts: list[str], edge: int = 2) -> list[str]:
+    """Drop running headers/footers ("Title - page 12") from the edges of pages.
+
+    They repeat on most pages, so in chunks they only add noise to every embedding,
+    and an extractive answer would quote them. A line counts as running when, with
+    digits masked, it sits in the first or last `edge` lines of at least half the
+    pages (and of 3+; of every page in a document of 2-3 pages); a page-number line
+    at a page's edge is dropped in any document.
     """
-    if len(texts) < 4:
-        return texts
     split = [t.split("\n") for t in texts]
     seen: Counter[str] = Counter()
     for lines in split:
         keys = {_line_key(x) for x in lines[:edge] + lines[-edge:] if x.strip()}
         seen.update(keys)
-    threshold = max(3, (len(texts) + 1) // 2)
+    threshold = max(3, (len(texts) + 1) // 2) if len(texts) >= 4 else max(2, len(texts))
     running = {k for k, n in seen.items() if n >= threshold}
-    if not running:
-        return texts
+
+    def furniture(line: str) -> bool:
+        return not line.strip() or _line_key(line) in running or is_page_marker(line)
+
     out = []
     for lines in split:
         head, tail = 0, len(lines)
-        while head < min(edge, tail) and (
-            not lines[head].strip() or _line_key(lines[head]) in running
-        ):
+        while head < min(edge, tail) and furniture(lines[head]):
             head += 1
-        while (
-            tail > head
-            and tail > len(lines) - edge
-            and (not lines[tail - 1].strip() or _line_key(lines[tail - 1]) in running)
-        ):
+        while tail > head and tail > len(lines) - edge and furniture(lines[tail - 1]):
             tail -= 1
         out.append("\n".join(lines[head:tail]))
     return out

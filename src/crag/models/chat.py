@@ -45,7 +45,7 @@ def _local(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
 def _openai(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
     from langchain_openai import ChatOpenAI  # heavy: only when asked for
 
-    kwargs = openai_kwargs(f"chat model `openai:{model}`", ctx.timeout_s)
+    kwargs = openai_kwargs(f"chat model `openai:{model}`", ctx.chat_timeout_s)
     kwargs.update(model=model, temperature=0, max_tokens=max_tokens)
     return ChatOpenAI(**kwargs)
 
@@ -71,7 +71,7 @@ def make_chat_model(
     name, model = CHAT_MODELS.split(spec, f"{SPEC_FORMS} (or `{EXTRACTIVE}`)")
     key: tuple[object, ...] = (spec, str(ctx.model_cache), ctx.threads, limit)
     if name == "openai":  # checked before the cache, and part of its key
-        key += (ctx.timeout_s, *openai_identity(f"chat model `{spec}`"))
+        key += (ctx.chat_timeout_s, *openai_identity(f"chat model `{spec}`"))
     with _CACHE_LOCK:
         if key not in _CACHE:
             _CACHE[key] = CHAT_MODELS[name](model, ctx, limit)

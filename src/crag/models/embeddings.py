@@ -2,7 +2,9 @@
 
 Every embedder is wrapped in `Remembering`, which also serves vectors the store
 already holds: grading a chunk that retrieval just returned (with its stored
-vector) then costs no model call.
+vector) then costs no model call. It also turns the model's own failures (a server
+that is down, answers 500 or garbage, times out) into a `ProviderError` that names
+the embeddings, so a question fails with one line instead of a client's traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from crag.errors import CragError, ProviderError
 from crag.models.minilm import MiniLMEmbeddings
 from crag.models.openai import openai_identity, openai_kwargs
 from crag.registry import Registry
@@ -27,9 +30,10 @@ SPEC_FORMS = (
 class Remembering(Embeddings):
     """An embedder plus the vectors it is known to give for some texts."""
 
-    def __init__(self, inner: Embeddings, max_known: int = 4096) -> None:
+    def __init__(self, inner: Embeddings, max_known: int = 4096, *, name: str = "") -> None:
         self.inner = inner
         self.max_known = max_known
+        self.name = name or type(inner).__name__
         self._known: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -46,7 +50,7 @@ class Remembering(Embeddings):
         with self._lock:
             known = {i: self._known[t] for i, t in enumerate(texts) if t in self._known}
         todo = [i for i in range(len(texts)) if i not in known]
-        fresh = self.inner.embed_documents([texts[i] for i in todo]) if todo else []
+        fresh = self._call(self.inner.embed_documents, [texts[i] for i in todo]) if todo else []
         out: list[list[float]] = [[] for _ in texts]
         for i, stored in known.items():
             out[i] = stored.tolist()
@@ -55,7 +59,21 @@ class Remembering(Embeddings):
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(text)
+        return self._call(self.inner.embed_query, text)
+
+    def _call(self, method: Callable[[Any], Any], arg: Any) -> Any:
+        try:
+            return method(arg)
+        except CragError:
+            raise
+        except Exception as exc:  # the model's server or runtime failed: say which model
+            msg = " ".join(str(exc).split())
+            if len(msg) > 200:
+                msg = msg[:197] + "..."
+            raise ProviderError(
+                f"embeddings {self.name!r} failed: {type(exc).__name__}"
+                + (f": {msg}" if msg else "")
+            ) from exc
 
 
 Factory = Callable[[str, int, float], Embeddings]  # (model name, threads, timeout_s)
@@ -90,5 +108,5 @@ def make_embeddings(spec: str, *, threads: int = 0, timeout_s: float = 30) -> Re
         key += (timeout_s, *openai_identity(f"embeddings {spec!r}"))
     with _CACHE_LOCK:
         if key not in _CACHE:
-            _CACHE[key] = Remembering(EMBEDDINGS[name](model, threads, timeout_s))
+            _CACHE[key] = Remembering(EMBEDDINGS[name](model, threads, timeout_s), name=spec)
         return _CACHE[key]

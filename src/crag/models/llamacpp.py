@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
     AIMessage,
+    AIMessageChunk,
     BaseMessage,
     ChatMessage,
     HumanMessage,
@@ -34,7 +36,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.utils.function_calling import convert_to_json_schema
 from pydantic import BaseModel, ConfigDict
@@ -303,6 +305,99 @@ class LlamaCppChatModel(BaseChatModel):
         # CPU-bound and serialised: keep it off the event loop (langgraph dev raises
         # BlockingError on blocking calls in async nodes).
         return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+
+    # --- streaming: llama.cpp hands each token's chunk to a callback as it is made ---
+    def _produce(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        kwargs: dict[str, Any],
+        emit: Callable[[Any], None],
+    ) -> None:
+        req = self._request(messages, stop, dict(kwargs))
+        req["stream"] = True
+        engine = self._engine()
+        with engine.lock:
+            engine.server.handle_chat_completions(req, emit)
+
+    @staticmethod
+    def _chunk_of(raw: Any) -> ChatGenerationChunk | None:
+        """One streamed OpenAI-format chunk as LangChain's; None for a chunk with no text."""
+        if isinstance(raw, (str, bytes)):
+            raw = json.loads(raw)
+        if not isinstance(raw, dict):
+            raise LlamaCppError(f"unexpected chunk from llama.cpp: {type(raw).__name__}")
+        if err := raw.get("error"):
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            raise LlamaCppError(f"llama.cpp: {msg}")
+        choice = (raw.get("choices") or [{}])[0]
+        text = _content_text((choice.get("delta") or {}).get("content") or "")
+        finish = choice.get("finish_reason")
+        if not text and not finish:
+            return None
+        info = {"finish_reason": finish} if finish else None
+        return ChatGenerationChunk(message=AIMessageChunk(content=text), generation_info=info)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        handoff: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+        def work() -> None:
+            try:
+                self._produce(messages, stop, kwargs, lambda raw: handoff.put(("chunk", raw)))
+                handoff.put(("done", None))
+            except BaseException as exc:
+                handoff.put(("error", exc))
+
+        threading.Thread(target=work, name="llama-stream", daemon=True).start()
+        while True:
+            kind, raw = handoff.get()
+            if kind == "error":
+                raise raw
+            if kind == "done":
+                return
+            if (chunk := self._chunk_of(raw)) is not None:
+                if run_manager and chunk.text:
+                    run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        loop = asyncio.get_running_loop()
+        handoff: asyncio.Queue[Any] = asyncio.Queue()
+
+        def emit(raw: Any) -> None:
+            loop.call_soon_threadsafe(handoff.put_nowait, raw)
+
+        # CPU-bound and serialised: generation runs in a thread, chunks come back here
+        work = asyncio.ensure_future(asyncio.to_thread(self._produce, messages, stop, kwargs, emit))
+        while True:
+            getter = asyncio.ensure_future(handoff.get())
+            await asyncio.wait({getter, work}, return_when=asyncio.FIRST_COMPLETED)
+            finished = not getter.done()
+            if finished:  # generation ended: what it emitted is already queued
+                getter.cancel()
+                await work  # raises the engine's error, if any
+                pending = [handoff.get_nowait() for _ in range(handoff.qsize())]
+            else:
+                pending = [getter.result()]
+            for raw in pending:
+                if (chunk := self._chunk_of(raw)) is not None:
+                    if run_manager and chunk.text:
+                        await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                    yield chunk
+            if finished:
+                return
 
     def with_structured_output(
         self,

@@ -14,11 +14,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from crag import prompts
 from crag.context import Context
+from crag.directives import without_directives
 from crag.grading.constraints import Check, Constraint, check, constraints
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
@@ -65,7 +66,7 @@ def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> st
         prompts.SOURCE_BLOCK.format(
             tag=tag,
             n=c["n"],
-            label=label(c),
+            label=without_directives(label(c)),
             origin=c["origin"],
             text=" ... ".join(s["text"] for s in strips),
         )
@@ -206,7 +207,14 @@ async def grounded(
 
 @recorded
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = context_of(runtime)
+    update = await answer(state, context_of(runtime))
+    # the conversation keeps the reply, and the standalone question it answered
+    reply = AIMessage(update["answer"], response_metadata={"question": state["question"]})
+    return {**update, "messages": [reply]}
+
+
+async def answer(state: State, ctx: Context) -> dict[str, Any]:
+    """The answer's state update: answered, declined, or a near miss said as such."""
     question = state["question"]
     kept = state.get("kept_strips") or []
     docs = [*(state.get("docs") or []), *(state.get("web_docs") or [])]

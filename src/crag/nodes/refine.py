@@ -1,8 +1,8 @@
 """refine: CRAG knowledge refinement (decompose, filter, recompose).
 
 Documents are cut into strips of a few sentences, every strip of the question is
-scored in one batch, strips under the threshold are dropped, the best few kept, and
-the survivors rejoined in their original order.
+scored in one batch, strips under the threshold are dropped (each document keeps its
+best one), the best few kept, and the survivors rejoined in their original order.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from crag.context import Context
+from crag.directives import without_directives
 from crag.grading.registry import make_strip_grader
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Passage, State, Strip
@@ -46,27 +47,44 @@ def strip_key(strip: Strip) -> tuple[str, int]:
 
 
 def decompose(docs: list[Passage], sentences_per_strip: int) -> list[Strip]:
+    """Strips of each document, without the parts that give orders to a model: strips
+    are all that the generator, the grounding check and an extractive answer read."""
     strips: list[Strip] = []
     for rank, doc in enumerate(docs):
-        for i, text in enumerate(strips_of(doc["text"], sentences_per_strip)):
+        for i, text in enumerate(strips_of(without_directives(doc["text"]), sentences_per_strip)):
             strips.append(
                 {"doc_id": doc["id"], "position": position(rank, i), "text": text, "score": 0.0}
             )
     return strips
 
 
+def best_of_each_document(ranked: list[Strip]) -> list[Strip]:
+    """The best strip of each document. Every document refined was graded relevant as a
+    whole, so its best strip stays even when no strip alone reaches the threshold: a
+    short strip scores lower than the passage it came from (measured on the dev set:
+    answerable questions declined for an empty context 0.185 -> 0.148)."""
+    seen: set[int] = set()
+    best = []
+    for strip in ranked:
+        if (rank := strip["position"] // STRIDE) not in seen:
+            seen.add(rank)
+            best.append(strip)
+    return best
+
+
 def select(
     strips: list[Strip], threshold: float, max_strips: int, split_at: int | None = None
 ) -> list[Strip]:
-    """Strips at or above the threshold, the best `max_strips`, back in reading order.
+    """Strips at or above the threshold and each document's best, the best `max_strips`
+    of them, back in reading order.
 
     With `split_at` (the first external document's rank, on the ambiguous path), each
     side gets half the places before the rest go by score: the library answers part
     of the question and the web the rest, so neither may crowd the other out.
     """
-    passing = sorted(
-        (s for s in strips if s["score"] >= threshold), key=lambda s: (-s["score"], s["position"])
-    )
+    ranked = sorted(strips, key=lambda s: (-s["score"], s["position"]))
+    passing = [s for s in ranked if s["score"] >= threshold]
+    passing += [s for s in best_of_each_document(ranked) if s not in passing]
     best: list[Strip] = []
     if split_at is not None:
         for external in (False, True):
@@ -84,7 +102,7 @@ async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         whole: list[Strip] = [
             {"doc_id": d["id"], "position": position(r, 0), "text": text, "score": 1.0}
             for r, d in enumerate(docs)
-            if (text := " ".join(strips_of(d["text"], 3)))
+            if (text := " ".join(strips_of(without_directives(d["text"]), 3)))
         ]
         return {"strips": whole, "kept_strips": whole, **note(f"off: {len(whole)} whole documents")}
     strips = decompose(docs, ctx.strip_sentences)

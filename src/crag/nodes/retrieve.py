@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from crag.context import Context
+from crag.nodes.followup import standalone
 from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library import hit_to_passage
 from crag.retrieval.library import retrieve as library_retrieve
@@ -19,6 +21,7 @@ FRESH_RUN = {
     "web_query": "",
     "web_docs": [],
     "web_error": "",
+    "redacted": [],
     "strips": [],
     "kept_strips": [],
     "answer": "",
@@ -30,8 +33,17 @@ FRESH_RUN = {
 @recorded
 async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
+    messages = list(state.get("messages") or [])
+    said: list[HumanMessage] = []
+    if messages and isinstance(messages[-1], HumanMessage):
+        asked: Any = messages.pop().text  # a chat client sends the question as a message
+    else:
+        asked = state.get("question")
+        said = [HumanMessage(str(asked))]
     # bounded work on any input, also for callers that skip the API (langgraph dev)
-    question = clean_question(state.get("question"), ctx.max_question_chars)
+    asked = clean_question(asked, ctx.max_question_chars)
+    question, reading = await standalone(asked, messages, ctx)
     hits = await asyncio.to_thread(library_retrieve, ctx, ctx.collection, question, ctx.k)
     docs = [hit_to_passage(hit, origin="library") for hit in hits]
-    return {**FRESH_RUN, "docs": docs, **note(f"{len(docs)} chunks from {ctx.collection!r}")}
+    detail = "; ".join(filter(None, [reading, f"{len(docs)} chunks from {ctx.collection!r}"]))
+    return {**FRESH_RUN, "question": question, "messages": said, "docs": docs, **note(detail)}

@@ -16,6 +16,7 @@ from crag.context import Context
 from crag.grading.constraints import check, constraints
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
+from crag.redact import redact
 from crag.state import State
 from crag.text import keyword_query
 
@@ -40,12 +41,16 @@ def with_constraints(query: str, question: str) -> str:
 @recorded
 async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    question = state["question"]
-    gaps = list(state.get("missing_terms") or [])
+    # the query leaves the machine: it is written from the question without its secrets
+    outgoing = redact(state["question"]) if ctx.redact_queries else None
+    question = outgoing.text if outgoing else state["question"]
+    masked = outgoing.removed if outgoing else []
+    # what the library lacks, unless it was part of a masked secret ("jane.doe")
+    gaps = [g for g in state.get("missing_terms") or [] if g.lower() in question.lower()]
     # What the library lacks leads the query: the web is there to fill that gap.
     fallback = with_constraints(keyword_query(" ".join([*gaps, question])), question)
     if ctx.chat_model == EXTRACTIVE:
-        return {"web_query": fallback, **note(f"keywords: {fallback}")}
+        return {"web_query": fallback, "redacted": masked, **note(f"keywords: {fallback}")}
     model = make_chat_model(ctx.chat_model, ctx, max_tokens=24)
     try:
         reply = await model.ainvoke(
@@ -63,6 +68,7 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         log.warning("rewrite failed (%s); using keywords", exc)
         query = ""
     if not 2 <= len(query) <= 200:
-        return {"web_query": fallback, **note(f"keywords (model gave no usable query): {fallback}")}
+        detail = f"keywords (model gave no usable query): {fallback}"
+        return {"web_query": fallback, "redacted": masked, **note(detail)}
     query = with_constraints(query, question)
-    return {"web_query": query, **note(f"query: {query}")}
+    return {"web_query": query, "redacted": masked, **note(f"query: {query}")}

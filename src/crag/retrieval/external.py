@@ -8,6 +8,7 @@ Adding a source is one class here (or in its own module) and one `SOURCES` entry
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Callable
 from typing import Protocol
@@ -22,6 +23,8 @@ from crag.text import split_date_stamps
 
 class ExternalSearch(Protocol):
     name: str
+    #: Whether queries go to another machine (and so are masked of secrets first).
+    leaves_machine: bool
 
     async def asearch(self, queries: list[str], k: int) -> list[Passage]:
         """Results for the first query (the rewritten one); others may widen recall."""
@@ -32,6 +35,7 @@ class NoSearch:
     """external=none: the library is all there is."""
 
     name = "none"
+    leaves_machine = False
 
     async def asearch(self, queries: list[str], k: int) -> list[Passage]:
         return []
@@ -39,6 +43,7 @@ class NoSearch:
 
 class TavilySearch:
     name = "tavily"
+    leaves_machine = True
 
     def __init__(self, api_key: str, base_url: str | None, timeout_s: float) -> None:
         self.api_key = api_key
@@ -58,10 +63,16 @@ class TavilySearch:
         except TimeoutError as exc:
             raise SearchError(f"tavily: no answer within {self.timeout_s:g} s") from exc
         except Exception as exc:  # the client raises its own error types per status
-            raise SearchError(f"tavily: {type(exc).__name__}: {exc}") from exc
-        results = response.get("results") or []
+            raise SearchError(f"tavily: {one_line(exc)}") from exc
+        results = response.get("results") if isinstance(response, dict) else response
+        if results is None:
+            results = []  # no results is an answer
+        hits = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+        if not isinstance(results, list) or (results and not hits):
+            got = "no result objects" if isinstance(results, list) else type(results).__name__
+            raise SearchError(f"tavily: malformed response (expected a list of results, got {got})")
         passages: list[Passage] = []
-        for i, hit in enumerate(results[:k]):
+        for i, hit in enumerate(hits[:k]):
             url = str(hit.get("url") or "")
             title = str(hit.get("title") or url or f"result {i + 1}")
             passage: Passage = {
@@ -71,7 +82,7 @@ class TavilySearch:
                 "source": title,
                 "title": title,
                 "url": url,
-                "similarity": float(hit.get("score") or 0.0),
+                "similarity": _score(hit.get("score")),
             }
             if hit.get("published_date"):  # Tavily's news results carry their date
                 passage["published"] = str(hit["published_date"])
@@ -87,6 +98,7 @@ class CollectionSearch:
     """
 
     name = "local"
+    leaves_machine = False
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -97,8 +109,8 @@ class CollectionSearch:
             try:
                 hits = retrieve(self.ctx, self.ctx.external_collection, query, k)
             except Exception as exc:
-                name = self.ctx.external_collection
-                raise SearchError(f"local collection {name!r}: {exc}") from exc
+                name, why = self.ctx.external_collection, " ".join(str(exc).split())
+                raise SearchError(f"local collection {name!r}: {why}") from exc
             for hit in hits:
                 passage = read_result(hit_to_passage(hit, origin="external"))
                 known = best.get(passage["id"])
@@ -109,6 +121,23 @@ class CollectionSearch:
 
     async def asearch(self, queries: list[str], k: int) -> list[Passage]:
         return await asyncio.to_thread(self._search, queries, k)
+
+
+def _score(value: object) -> float:
+    """A result's own relevance score in [0, 1]; anything else counts as 0."""
+    try:
+        score = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+    return min(1.0, max(0.0, score)) if math.isfinite(score) else 0.0
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception as `Type: message` on one line (HTTP errors carry a help paragraph)."""
+    msg = " ".join(str(exc).split())
+    if len(msg) > limit:
+        msg = msg[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
 def read_result(passage: Passage) -> Passage:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from crag.cli.options import add_context_flags, context_from_args, positive_int
+from crag_lab.cli import grid_step
 from crag_lab.dataset import load_pairs, load_questions, stratified
 from crag_lab.evaluate import default_out, evaluate
 from crag_lab.protocol import pair_sources
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated: crag, naive, tutorial (default all three)",
     )
     parser.add_argument(
-        "--grid-step", type=float, default=0.05, help="threshold grid step of the surface"
+        "--grid-step", type=grid_step(), default=0.05, help="threshold grid step of the surface"
     )
     parser.add_argument(
         "--graders",

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crag.cli.options import add_context_flags, context_from_args
+from crag.cli.options import add_context_flags, context_from_args, positive_int
 from crag.context import Context
 from crag.errors import ProviderError
 from crag.grading.features import FEATURES, FeatureGrader
@@ -34,16 +34,30 @@ NAME = "train-grader"
 HELP = "train crag's retrieval evaluator on labelled pairs"
 
 
+def folds(raw: str) -> int:
+    """An argparse type: 0 (no cross-validation) or at least 2 folds."""
+    value = positive_int(0)(raw)
+    if value == 1:
+        raise argparse.ArgumentTypeError("use 0 (no cross-validation) or at least 2 folds")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pairs", type=Path, action="append", default=[], help="labelled pairs (JSONL)"
     )
     parser.add_argument(
-        "--generate", type=int, default=0, metavar="N", help="generate N questions from the library"
+        "--generate",
+        type=positive_int(0),
+        default=0,
+        metavar="N",
+        help="generate N questions from the library",
     )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed for --generate")
-    parser.add_argument("--negatives", type=int, default=2, help="hard negatives per question")
-    parser.add_argument("--cv", type=int, default=5, help="cross-validation folds (0: none)")
+    parser.add_argument(
+        "--negatives", type=positive_int(0), default=2, help="hard negatives per question"
+    )
+    parser.add_argument("--cv", type=folds, default=5, help="cross-validation folds (0: none)")
     parser.add_argument(
         "--questions",
         type=Path,
@@ -110,10 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.generate:
         pairs += _generated(ctx, args)
     if not pairs:
-        print(
-            "crag train-grader: no training pairs (use --pairs and/or --generate)", file=sys.stderr
-        )
-        return 2
+        raise ValueError("no training pairs (use --pairs and/or --generate)")
     grader = FeatureGrader(make_embeddings(ctx.embeddings, threads=ctx.threads))
     data = fit.featurize(grader, pairs, progress=_bar("featurizing questions"))
     labels = (data.y > 0.5).tolist()

@@ -18,6 +18,7 @@ from typing import Any
 
 from crag.cli.options import add_context_flags, context_from_args, positive_int
 from crag.context import Context, save_settings
+from crag_lab.cli import grid_step
 from crag_lab.dataset import load_questions, stratified
 from crag_lab.plots import threshold_surface
 from crag_lab.progress import Bar
@@ -34,8 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--limit", type=positive_int(), default=None, help="first N, round-robin by category"
     )
-    parser.add_argument("--grid-step", type=float, default=0.05, help="lower/upper grid step")
-    parser.add_argument("--strip-step", type=float, default=0.05, help="strip threshold step")
+    parser.add_argument("--grid-step", type=grid_step(), default=0.05, help="lower/upper grid step")
+    parser.add_argument(
+        "--strip-step", type=grid_step(0.9), default=0.05, help="strip threshold step"
+    )
     parser.add_argument(
         "--strip-objective",
         choices=("decision", "balanced"),

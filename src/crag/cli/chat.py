@@ -1,0 +1,76 @@
+"""`crag chat`: a conversation in the terminal; follow-ups are read with what came before.
+
+The conversation is checkpointed in CRAG_HOME (SQLite), so `crag chat --thread ID`
+resumes it after a restart. One question per line; an empty line or Ctrl-D ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+
+from crag.api import ask, summary
+from crag.cli.ask import sources
+from crag.cli.options import add_context_flags, context_from_args
+from crag.errors import CragError
+from crag.models.chat import EXTRACTIVE
+from crag.text import printable
+
+NAME = "chat"
+HELP = "a conversation with the library: follow-ups understood, resumable by thread id"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--thread", default=None, help="conversation id to resume (default: a new one)"
+    )
+    add_context_flags(parser)
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(printable(text))
+    sys.stdout.flush()
+
+
+class Echo:
+    """Prints the answer as the model writes it, and remembers what it printed."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def __call__(self, piece: str) -> None:
+        _write(("crag> " if not self.text else "") + piece)
+        self.text += piece
+
+
+def run(args: argparse.Namespace) -> int:
+    ctx = context_from_args(args)
+    thread = args.thread or uuid.uuid4().hex[:12]
+    tty = sys.stdin.isatty()
+    print(f"thread {thread} (resume with: crag chat --thread {thread})", file=sys.stderr)
+    while True:
+        try:
+            line = input("you> " if tty else "")
+        except EOFError:
+            break
+        if not line.strip():
+            break
+        echo = Echo()
+        try:
+            state = ask(
+                line,
+                context=ctx,
+                thread_id=thread,
+                on_token=None if ctx.chat_model == EXTRACTIVE else echo,
+            )
+        except (CragError, ValueError) as exc:  # this question fails; the chat goes on
+            print(f"crag chat: error: {printable(str(exc))}", file=sys.stderr)
+            continue
+        result = summary(state)
+        if echo.text.strip() != result["answer"]:  # declined or corrected after it was written
+            _write(("\n" if echo.text else "") + f"crag> {result['answer']}")
+        _write("\n")
+        for source_line in sources(result):
+            _write(f"{source_line}\n")
+    return 0

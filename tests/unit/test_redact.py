@@ -1,0 +1,105 @@
+"""Secrets and personal data never leave in an outgoing query; ordinary questions
+pass unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from crag.redact import redact
+
+SECRETS = [
+    ("write to jane.doe@example.com about it", "email"),
+    ("cc: a.b+tag@mail.example.co.uk", "email"),
+    ("my key is sk-abcdefghijklmnopqrstuvwxyz012345", "api key"),
+    ("OPENAI_API_KEY=sk-proj-AbCdEfGhIjKlMnOpQrStUvWx12", "api key"),
+    ("anthropic sk-ant-api03-abcdefghijklmnop1234", "api key"),
+    ("tavily tvly-AbCdEfGhIjKlMnOp1234", "api key"),
+    ("tvly-dev-0123456789abcdefABCD", "api key"),
+    ("github ghp_1234567890abcdefghijABCDEFGHIJ123456", "api key"),
+    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "api key"),
+    ("slack xoxb-123456789012-abcdefghijkl", "api key"),
+    ("aws AKIAIOSFODNN7EXAMPLE key", "api key"),
+    ("google AIzaSyD-abcdefghijklmnopqrstuvwxyz12345", "api key"),
+    ("stripe sk_live_abcdefghijklmnop12345678", "api key"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9P",
+        "token",
+    ),
+    ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345", "token"),
+    ("secret 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "secret"),
+    ("hex 0123456789abcdef0123456789abcdef", "secret"),
+    ("base64 QWxhZGRpbjpvcGVuIHNlc2FtZQ8xYTJiM2M0ZDVlNmY3ZzhoOWk", "secret"),
+    ("card 4111 1111 1111 1111 expires soon", "card number"),
+    ("card 5500-0000-0000-0004", "card number"),
+    ("amex 378282246310005", "card number"),
+    ("call me on +44 20 7946 0958", "phone"),
+    ("phone (555) 123-4567", "phone"),
+    ("tel 555-123-4567", "phone"),
+    ("+1 415 555 2671 is my number", "phone"),
+    ("ring 030 1234 5678", "phone"),
+    ("see /home/alice/notes/plan.pdf", "path"),
+    ("my file /Users/bob/Documents/contract.docx", "path"),
+    (r"open C:\Users\carol\Desktop\report.pdf", "path"),
+    ("the key is in ~/secrets/key.pem", "path"),
+    ("email ops@halcyonlattice.example and key sk-abcdefghijklmnop1234", "email"),
+]
+
+HARMLESS = [
+    "What is the bias-variance trade-off?",
+    "How did the Lumen API rate limit change in version 3?",
+    "What does the Team plan cost per user per month?",
+    "Which TCP port does the Lumen server listen on by default?",
+    "What changed in Python 3.11.2?",
+    "Who won the 2023 Nobel Prize in Physics?",
+    "How many requests per minute (120 or 300) does a token get?",
+    "What is the difference between batch normalization and layer normalization?",
+    "When was scikit-learn 1.5 released?",
+    "What does the learning_curve function in sklearn.model_selection return?",
+    "How long do I have to ask for a full refund of an annual subscription?",
+    "What is ISBN 978-0-262-03561-3 about?",
+    "Explain the Adam optimizer's beta1 and beta2.",
+    "What is the GDP of France in 2022?",
+    "How do I set listen_port in /etc/lumen/lumen.toml?",
+    "What does HTTP status 429 mean?",
+    "What is the time complexity of quicksort, O(n log n)?",
+    "Which movie won Best Picture at the 90th Academy Awards?",
+    "How does dropout with p = 0.5 regularize a network?",
+    "What is the price of the Enterprise plan in USD?",
+    "How do I configure nginx proxy_read_timeout 3600s?",
+    "What were Tesla's revenues in Q3 2023?",
+    "What is a 32-bit float's precision?",
+    "Is 1e-4 a good learning rate for AdamW?",
+    "What does RFC 3339 say about timestamps?",
+    "How big is a 1024x768 image in bytes at 24 bits?",
+    "What is the capital of Australia?",
+    "Compare GPT-3 and GPT-4 on MMLU.",
+    "What does version 2 of the API under /api/v2/ support?",
+    "How many seats does the Business plan allow, 5 or 50?",
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), SECRETS)
+def test_secrets_and_personal_data_are_masked(text: str, kind: str) -> None:
+    out = redact(text)
+    assert kind in out.removed and f"[{kind}]" in out.text
+    for word in text.split():
+        if len(word) >= 12 and any(ch.isdigit() for ch in word):
+            assert word not in out.text  # no long secret-like word survives
+
+
+@pytest.mark.parametrize("question", HARMLESS)
+def test_ordinary_questions_pass_unchanged(question: str) -> None:
+    out = redact(question)
+    assert (out.text, out.removed) == (question, [])
+
+
+def test_only_the_kinds_are_recorded_never_the_values() -> None:
+    out = redact("mail a@b.example or c@d.example, key sk-abcdefghijklmnop1234")
+    assert out.removed == ["email", "api key"]
+    assert "a@b" not in repr(out) and "sk-" not in repr(out)
+
+
+def test_a_megabyte_of_adversarial_text_is_handled() -> None:
+    """Linear-time patterns: long runs of near-matches do not make it backtrack."""
+    for text in ("a" * 1_000_000, "1 " * 500_000, "-" * 1_000_000 + "@", "A1b" * 333_333):
+        assert redact(text).text
