@@ -15,9 +15,9 @@ import pytest
 from langgraph.runtime import Runtime
 
 from crag.context import Context
-from crag.nodes.generate import generate
+from crag.nodes.generate import generate, repointed
 from crag.nodes.rewrite import with_constraints
-from crag.state import Passage, State, Strip
+from crag.state import Citation, Passage, State, Strip
 
 CASES = [  # question, passage under another constraint, passage under the asked one
     (
@@ -88,3 +88,26 @@ def test_the_web_query_keeps_the_question_constraints() -> None:
     assert with_constraints("nobel prize literature", question).split()[-1] == "2023"
     kept = "scikit-learn 1.5 changes"
     assert with_constraints(kept, "What changed in scikit-learn 1.5?") == kept
+
+
+def _source(n: int, page: str, text: str) -> tuple[Citation, list[Strip]]:
+    citation: Citation = {"n": n, "origin": "library", "source": "guide.pdf", "page": page}
+    return citation, [{"doc_id": f"d{n}", "position": n, "text": text, "score": 1.0}]
+
+
+def test_a_figure_cited_to_the_wrong_page_is_cited_to_the_page_that_states_it() -> None:
+    numbered = [
+        _source(1, "1", "Lumen Server exposes an HTTPS API to its clients."),
+        _source(2, "2", "It listens on TCP port 7420, set by the listen_port key."),
+    ]
+    answer, moved = repointed("The API listens on port 7420 [1]. It speaks HTTPS [1].", numbered)
+    assert (answer, moved) == ("The API listens on port 7420 [2]. It speaks HTTPS [1].", 1)
+    # a figure no source states, or one that two sources state, keeps its citation
+    assert repointed("Port 9999 [1].", numbered) == ("Port 9999 [1].", 0)
+    both = [*numbered, _source(3, "3", "Port 7420 again.")]
+    assert repointed("Port 7420 [1].", both) == ("Port 7420 [1].", 0)
+    # the answer's layout is kept
+    assert (
+        repointed("Ports:\n- 7420 [1]\n- HTTPS [1]", numbered)[0]
+        == "Ports:\n- 7420 [2]\n- HTTPS [1]"
+    )

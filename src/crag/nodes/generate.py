@@ -107,6 +107,32 @@ def extractive_answer(
     return " ".join(f"{text} [{n}]" for _, _, n, text in sorted(picked, key=lambda t: t[1]))
 
 
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w]|\.\d)")
+
+
+def _states(text: str, numbers: list[str]) -> bool:
+    return all(re.search(rf"(?<![\w.]){re.escape(x)}(?![\w]|\.\d)", text) for x in numbers)
+
+
+def repointed(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tuple[str, int]:
+    """The answer with a citation moved to the source that states the numbers of its
+    claim (the text since the previous mark), where the cited source does not and
+    exactly one other does: a model often cites a document's first page for a figure
+    on its second. Returns the answer and how many citations moved."""
+    texts = {c["n"]: " ".join(s["text"] for s in strips) for c, strips in numbered}
+    pieces, last, moved = [], 0, 0
+    for mark in _CITE.finditer(answer):
+        claim, n = answer[last : mark.start()], int(mark.group(1))
+        numbers = [x for x in _NUMBER.findall(claim) if len(x) > 1]
+        if numbers and n in texts and not _states(texts[n], numbers):
+            others = [k for k in texts if k != n and _states(texts[k], numbers)]
+            if len(others) == 1:
+                n, moved = others[0], moved + 1
+        pieces.append(f"{claim}[{n}]")
+        last = mark.end()
+    return "".join(pieces) + answer[last:], moved
+
+
 def cited(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> list[Citation]:
     """The citations the answer refers to; all sources if it cites none."""
     used = {int(m) for m in _CITE.findall(answer)}
@@ -236,6 +262,9 @@ async def answer(state: State, ctx: Context) -> dict[str, Any]:
             detail += f"; {grounding}"
             if not answer:
                 return declined("", f"{detail}: nothing the sources state")
+    if ctx.chat_model != EXTRACTIVE and not detail.startswith(FALLBACK):
+        answer, moved = repointed(answer, numbered)
+        detail += f"; {moved} citation(s) moved to the source that states it" if moved else ""
     citations = cited(answer, numbered)
     if asked:
         # the evidence: what the answer quotes, or the strips of the sources it cites
