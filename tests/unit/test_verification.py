@@ -111,3 +111,16 @@ def test_a_figure_cited_to_the_wrong_page_is_cited_to_the_page_that_states_it() 
         repointed("Ports:\n- 7420 [1]\n- HTTPS [1]", numbered)[0]
         == "Ports:\n- 7420 [2]\n- HTTPS [1]"
     )
+
+
+def test_the_query_keeps_what_the_library_lacks_but_not_a_masked_secrets_words() -> None:
+    from crag.nodes.rewrite import rewrite
+
+    ctx = Context(home=Path("/nonexistent"), chat_model="extractive")
+    state: State = {
+        "question": "What does β control in Adam? Reply to jane.doe@example.com",
+        "missing_terms": ["beta", "jane.doe"],  # coverage reports terms in normal form
+    }
+    update = asyncio.run(rewrite(state, runtime=Runtime(context=ctx)))
+    assert "beta" in update["web_query"] and "jane" not in update["web_query"]
+    assert update["redacted"] == ["email"]

@@ -45,8 +45,11 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     outgoing = redact(state["question"]) if ctx.redact_queries else None
     question = outgoing.text if outgoing else state["question"]
     masked = outgoing.removed if outgoing else []
-    # what the library lacks, unless it was part of a masked secret ("jane.doe")
-    gaps = [g for g in state.get("missing_terms") or [] if g.lower() in question.lower()]
+    # what the library lacks, less the words of a masked secret ("jane.doe")
+    asked, sent = state["question"].lower(), question.lower()
+    gaps = [
+        g for g in state.get("missing_terms") or [] if g.lower() in sent or g.lower() not in asked
+    ]
     # What the library lacks leads the query: the web is there to fill that gap.
     fallback = with_constraints(keyword_query(" ".join([*gaps, question])), question)
     if ctx.chat_model == EXTRACTIVE:
