@@ -122,6 +122,8 @@ def summary(state: State) -> dict[str, Any]:
         "question": state.get("question", ""),
         "verdict": state.get("verdict"),
         "grader": state.get("grader"),
+        "route": state.get("route"),
+        "parts": state.get("parts") or [],
         "missing_terms": state.get("missing_terms") or [],
         "scores": state.get("scores") or [],
         "documents": [
@@ -134,6 +136,7 @@ def summary(state: State) -> dict[str, Any]:
         ],
         "web_query": state.get("web_query") or None,
         "web_error": state.get("web_error") or None,
+        "searched": state.get("searched") or [],
         "redacted": state.get("redacted") or [],
         "kept_strips": len(state.get("kept_strips") or []),
         "answer": state.get("answer", ""),

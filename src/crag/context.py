@@ -175,6 +175,57 @@ class Context:
         metadata={"description": "Cascade: a first score at or above this is settled relevant."},
     )
 
+    # --- routing and the correction cascade ----------------------------------------
+    fast_path: bool = field(
+        default=True,
+        metadata={
+            "description": "A simple question whose best chunk clearly wins is answered "
+            "from that chunk alone (no LLM judge, no decomposition)."
+        },
+    )
+    fast_gap: float = field(
+        default=0.15,
+        metadata={
+            "description": "Fast path: how far the best chunk's score must lead the next "
+            "(besides reaching upper)."
+        },
+    )
+    decompose: bool = field(
+        default=True,
+        metadata={
+            "description": "Split a comparison or multi-part question into 2-4 parts, "
+            "each retrieved and graded on its own."
+        },
+    )
+    max_retries: int = field(
+        default=1,
+        metadata={
+            "description": "Library re-retrievals with a reformulated query before an "
+            "external source is asked (0: straight to the external source)."
+        },
+    )
+    sources: str = field(
+        default="library,sql,external",
+        metadata={
+            "description": "Where the web path looks, in order, stopping once the results "
+            "suffice: `library` (re-retrieval), `sql` (sql_path), `external` (the source "
+            "named by `external`), or a source's own name."
+        },
+    )
+    sql_path: Path | None = field(
+        default=None,
+        metadata={
+            "description": "A SQLite database for structured questions (prices, specs, "
+            "counts), read-only, SELECT only."
+        },
+    )
+    sql_max_rows: int = field(
+        default=20, metadata={"description": "At most this many rows per SQL query."}
+    )
+    sql_timeout_s: float = field(
+        default=5.0, metadata={"description": "Timeout of each SQL query (s)."}
+    )
+
     max_question_chars: int = field(
         default=4000,
         metadata={"description": "Longer questions are refused (bounded work on any input)."},
@@ -308,24 +359,44 @@ class Context:
         def bad(name: str, why: str) -> ValueError:
             return ValueError(f"{name}={getattr(self, name)!r} (from {self.origin(name)}): {why}")
 
-        for name in ("upper", "lower", "strip_threshold", "cascade_low", "cascade_high"):
+        for name in (
+            "upper",
+            "lower",
+            "strip_threshold",
+            "cascade_low",
+            "cascade_high",
+            "fast_gap",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:  # NaN fails too
                 raise bad(name, "must be a number from 0 to 1")
-        for name in ("timeout_s", "chat_timeout_s", "embeddings_timeout_s"):
+        for name in ("timeout_s", "chat_timeout_s", "embeddings_timeout_s", "sql_timeout_s"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0 < value < math.inf:
                 raise bad(name, "must be a positive number of seconds")
-        for name in ("max_question_chars", "k", "web_k", "max_strips", "chunk_size"):
+        for name in (
+            "max_question_chars",
+            "k",
+            "web_k",
+            "max_strips",
+            "chunk_size",
+            "sql_max_rows",
+        ):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
-        for name in ("max_answer_tokens", "threads", "chunk_overlap"):
+        for name in ("max_answer_tokens", "threads", "chunk_overlap", "max_retries"):
             if getattr(self, name) < 0:
                 raise bad(name, "must be >= 0")
         if self.lower > self.upper:
             raise bad("lower", f"must not exceed upper={self.upper}")
         if self.cascade_low > self.cascade_high:
             raise bad("cascade_low", f"must not exceed cascade_high={self.cascade_high}")
+        if self.max_retries > 5:
+            raise bad("max_retries", "must be 0-5 (each retry is a library search)")
+        if not [s for s in self.sources.split(",") if s.strip()]:
+            raise bad("sources", "must name at least one source, e.g. library,external")
+        if self.sql_path is not None:
+            self.sql_path = Path(self.sql_path).expanduser()
         if not 1 <= self.strip_sentences <= 3:
             raise bad("strip_sentences", "must be 1-3")
         if self.chunk_overlap >= self.chunk_size:

@@ -11,6 +11,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from crag.aio import iterate_sync, run_sync
 from crag.context import ENV_PREFIX, Context
+from crag.errors import ProviderError
 from crag.grading.registry import GRADERS
 from crag.models.chat import CHAT_MODELS, EXTRACTIVE
 from crag.models.embeddings import EMBEDDINGS
@@ -22,7 +23,7 @@ from crag.nodes.rewrite import rewrite
 from crag.nodes.trail import Node
 from crag.nodes.web_search import web_search
 from crag.registry import Registry
-from crag.retrieval.external import SOURCES
+from crag.retrieval.external import SOURCES, source_names
 from crag.state import InputState, State
 
 NODES: dict[str, Node] = {
@@ -77,6 +78,10 @@ def checked(ctx: Context) -> Context:
                 f"{field}={value!r}{origin}: unknown {registry.kind}; use "
                 f"{', '.join(registry.names())}"
             )
+    try:
+        source_names(ctx)
+    except ProviderError as exc:
+        raise ValueError(str(exc)) from None
     return ctx
 
 

@@ -125,6 +125,24 @@ class Grounding(BaseModel):
     supported: list[bool] = Field(description="for each sentence: do the sources state it?")
 
 
+DECOMPOSE_SYSTEM = (
+    "You split a question that asks about several things (a comparison, or two questions "
+    "in one) into 2 to 4 short, standalone sub-questions, one per thing asked about. Keep "
+    "every name, number, year and version. Reply with JSON only: "
+    '{"parts": ["...", "..."]}.'
+)
+
+DECOMPOSE_USER = "Question: {question}\nSub-questions:"
+
+SQL_SYSTEM = (
+    "You write one SQLite SELECT statement that answers the user's question from the "
+    "database whose tables are listed. Read only: SELECT, never anything else. Select "
+    "the columns a reader needs to see the answer, with the names that identify each "
+    'row. Reply with JSON only: {"sql": "SELECT ..."}.'
+)
+
+SQL_USER = "Tables:\n{schema}\n\nQuestion: {question}\nJSON:"
+
 CONDENSE_SYSTEM = (
     "You turn the user's follow-up into one standalone question, using the conversation "
     "only to fill in what the follow-up leaves out (what 'it', 'that' or 'and for ...' "

@@ -93,3 +93,22 @@ def redact(text: str) -> Redacted:
 
         text = pattern.sub(swap, text)
     return Redacted(text, list(dict.fromkeys(removed)))
+
+
+_PIECE = re.compile(r"[\w.+\-]+")
+
+
+def _pieces(text: str) -> set[str]:
+    return {p.strip(".-+").lower() for p in _PIECE.findall(text)} - {""}
+
+
+def without_masked(text: str, original: str) -> str:
+    """`text`, written from `original` (a keyword query, a part of the question), less
+    each word that masking `original` hides. Such text has lost the shape the patterns
+    know ("jane.doe example.com" is no e-mail address any more), so what is dropped is
+    read from the original."""
+    gone = _pieces(original) - _pieces(redact(original).text)
+    if not gone:
+        return text
+    kept = [w for w in text.split() if not (_pieces(w) & gone)]
+    return " ".join(kept)

@@ -17,6 +17,7 @@ from typing_extensions import TypedDict
 Verdict = Literal["correct", "incorrect", "ambiguous"]
 Origin = Literal["library", "external"]
 Support = Literal["supported", "partial", "none"]
+Route = Literal["fast", "full"]
 
 
 class Passage(TypedDict):
@@ -30,6 +31,7 @@ class Passage(TypedDict):
     url: NotRequired[str]
     title: NotRequired[str]
     published: NotRequired[str]  # an external result's date, as its source gave it
+    query: NotRequired[str]  # the SQL statement a database row came from
     similarity: NotRequired[float]  # retrieval similarity in [0, 1]
     score: NotRequired[float]  # grader relevance score in [0, 1]
 
@@ -43,6 +45,14 @@ class Strip(TypedDict):
     score: float
 
 
+class Part(TypedDict):
+    """A sub-question of a decomposed question, and how well the library covers it."""
+
+    text: str
+    score: float  # the best document's score for this part
+    covered: bool  # some document scores at or above `upper` for it
+
+
 class Citation(TypedDict):
     n: int
     origin: Origin
@@ -50,6 +60,7 @@ class Citation(TypedDict):
     page: NotRequired[str]
     url: NotRequired[str]
     title: NotRequired[str]
+    query: NotRequired[str]
 
 
 class Step(TypedDict):
@@ -102,6 +113,8 @@ class State(InputState, total=False):
     docs: list[Passage]
     scores: list[float]
     grader: str
+    route: Route  # fast: a simple question whose best chunk clearly wins; full: the rest
+    parts: list[Part]  # a decomposed question's sub-questions ([] for a single question)
     # what the library cannot cover: terms it never names, or names only in passing
     missing_terms: list[str]
     verdict: Verdict
@@ -109,6 +122,7 @@ class State(InputState, total=False):
     web_query: str
     web_docs: list[Passage]
     web_error: str
+    searched: list[str]  # each source the web path asked, in order, and what it gave
     redacted: list[str]  # kinds of secret or personal data masked in outgoing queries
     strips: list[Strip]
     kept_strips: list[Strip]

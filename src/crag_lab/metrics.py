@@ -215,6 +215,25 @@ def route_of(record: Mapping[str, Any]) -> str:
     return str(record.get("verdict") or "ungraded")
 
 
+def asked_outside(record: Mapping[str, Any]) -> bool:
+    """Whether a run asked an external source: a web path step other than searching
+    the library again (systems without the cascade: whether they wrote a web query)."""
+    searched = record.get("searched")
+    if searched is None:
+        return bool(record.get("web_query"))
+    return any(
+        not entry.startswith(("library:", "sql:")) and "skipped" not in entry for entry in searched
+    )
+
+
+def saved_by_library(record: Mapping[str, Any]) -> bool:
+    """A web path that the library's re-retrieval closed before any external source."""
+    searched = record.get("searched") or []
+    return any(e.startswith("library:") and "results" in e for e in searched) and not asked_outside(
+        record
+    )
+
+
 def system_metrics(
     questions: Sequence[Question], records: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
@@ -237,6 +256,7 @@ def system_metrics(
             "support_recall": _rate([support_hit(q, r["context"]) for q, r in rows])
             if cat in ANSWERABLE
             else None,
+            "web_search_rate": _rate([asked_outside(r) for _, r in rows]),
         }
 
     answerable = [(q, r) for q, r in ok if q["category"] in ANSWERABLE]
@@ -255,9 +275,11 @@ def system_metrics(
     seconds = [float(r["seconds"]) for _, r in ok]
     routes: dict[str, list[float]] = {}
     paths: dict[str, str] = {}
+    lanes: dict[str, list[float]] = {}  # the router's choice: fast or full
     for _, r in ok:
         routes.setdefault(route_of(r), []).append(float(r["seconds"]))
         paths.setdefault(route_of(r), " > ".join(r.get("path") or []))
+        lanes.setdefault(str(r.get("route") or "none"), []).append(float(r["seconds"]))
 
     return {
         "n": len(records),
@@ -286,7 +308,8 @@ def system_metrics(
         "unsupported_answer_rate": _rate(
             [a and not s for a, s in zip(answered_answerable, supported, strict=True)]
         ),
-        "web_search_rate": _rate([bool(r.get("web_query")) for _, r in ok]),
+        "web_search_rate": _rate([asked_outside(r) for _, r in ok]),
+        "library_saves": sum(saved_by_library(r) for _, r in ok),
         "compression": {
             "context_tokens": sum(context_tokens),
             "retrieved_tokens": sum(retrieved_tokens),
@@ -299,5 +322,6 @@ def system_metrics(
                 route: {**latency_summary(values), "path": paths[route]}
                 for route, values in sorted(routes.items())
             },
+            "by_router": {lane: latency_summary(v) for lane, v in sorted(lanes.items())},
         },
     }

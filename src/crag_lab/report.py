@@ -74,6 +74,11 @@ def systems_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
         row("answerable: refused", lambda m: m["answerable_refusal_rate"]),
         row("answerable: unsupported answer", lambda m: m["unsupported_answer_rate"]),
         row("web search rate", lambda m: m["web_search_rate"]),
+        row(
+            "web search rate, library questions",
+            lambda m: m["by_category"]["internal"]["web_search_rate"],
+        ),
+        row("web calls saved by the library", lambda m: m.get("library_saves")),
         row("compression (context/retrieved)", lambda m: m["compression"]["ratio"]),
         row(
             "context tokens / question",
@@ -112,7 +117,11 @@ def latency_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
     for s, m in systems.items():
         for route, lat in m["latency"]["by_route"].items():
             rows.append([s, route, lat["path"], lat["n"], lat["p50"], lat["p95"], lat["mean"]])
-    return _table(["system", "verdict", "path", "n", "p50 (s)", "p95 (s)", "mean (s)"], rows)
+        for lane, lat in m["latency"].get("by_router", {}).items():
+            rows.append([s, f"route: {lane}", "", lat["n"], lat["p50"], lat["p95"], lat["mean"]])
+    return _table(
+        ["system", "verdict / route", "path", "n", "p50 (s)", "p95 (s)", "mean (s)"], rows
+    )
 
 
 def grader_table(grader: Mapping[str, Any]) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from crag import text
 from crag.directives import without_directives
-from crag.grading import constraints, coverage
+from crag.grading import constraints, coverage, decompose
 from crag.ingest.loaders import strip_running_lines
 from crag.prompts import partial_answer
 from crag.redact import redact
@@ -32,7 +32,7 @@ STEPS: dict[str, Callable[[str], Any]] = {
     "clauses": text.clauses,
     "printable": text.printable,
     "key_terms": coverage.key_terms,
-    "comparison_sides": coverage.comparison_sides,
+    "rule_parts": decompose.rule_parts,
     "constraints": constraints.constraints,
     "without_directives": without_directives,
     "redact": redact,

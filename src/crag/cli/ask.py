@@ -40,7 +40,8 @@ def where(doc: dict[str, Any], page_word: str = "page") -> str:
     """A source as a reader cites it, on one line whatever its name holds."""
     name = doc.get("url") or doc["source"]
     page = f", {page_word} {doc['page']}" if doc.get("page") and not doc.get("url") else ""
-    return printable(f"{name}{page}", one_line=True)
+    query = f" (SQL: {doc['query']})" if doc.get("query") else ""
+    return printable(f"{name}{page}{query}", one_line=True)
 
 
 def sources(result: dict[str, Any]) -> list[str]:
@@ -51,11 +52,18 @@ def sources(result: dict[str, Any]) -> list[str]:
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [f"verdict: {result['verdict']}  (grader: {result['grader']})", "retrieved:"]
+    lines = [
+        f"verdict: {result['verdict']}  (grader: {result['grader']}, route: {result['route']})"
+    ]
+    for part in result["parts"]:
+        lines.append(f"  part: {part['text']}  {'covered' if part['covered'] else 'not covered'}")
+    lines.append("retrieved:")
     for i, doc in enumerate(result["documents"], start=1):
         lines.append(f"  {i}. score {doc.get('score', 0):.2f}  {where(doc, 'p.')}")
     if result["web_query"]:
         lines.append(f"web query: {result['web_query']}")
+    if result["searched"]:
+        lines.append(f"searched: {'; '.join(result['searched'])}")
     if result["web_error"]:
         lines.append(f"external source failed: {result['web_error']}")
     lines += ["", textwrap.fill(result["answer"], width=100), "", *sources(result)]

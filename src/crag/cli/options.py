@@ -45,9 +45,21 @@ _FLAGS: list[tuple[str, str, Callable[[str], object], str]] = [
     ("--strip-threshold", "strip_threshold", float, "strips scoring below this are dropped"),
     ("--max-strips", "max_strips", positive_int(), "at most this many strips kept"),
     ("--web-k", "web_k", positive_int(), "external results per search"),
+    ("--sources", "sources", str, "where the web path looks, in order (library,sql,external)"),
+    ("--max-retries", "max_retries", positive_int(0), "library re-retrievals before the web"),
+    ("--fast-gap", "fast_gap", float, "fast path: the best chunk's lead over the next"),
+    ("--sql", "sql_path", Path, "a SQLite database for structured questions (read-only)"),
+    ("--sql-max-rows", "sql_max_rows", positive_int(), "at most this many rows per SQL query"),
     ("--timeout", "timeout_s", float, "timeout of each external call (s)"),
     ("--chunk-size", "chunk_size", positive_int(100), "target chunk size in characters"),
     ("--chunk-overlap", "chunk_overlap", positive_int(0), "chunk overlap in characters"),
+]
+# --no-X flags that turn a Context switch off.
+_SWITCHES = [
+    ("--no-refine", "refine", "skip knowledge refinement (ablation)"),
+    ("--no-verify", "verify", "do not check answers against the question's years, versions, names"),
+    ("--no-fast-path", "fast_path", "every question takes the full corrective path"),
+    ("--no-decompose", "decompose", "never split a question into parts"),
 ]
 #: The flags a question-answering command takes (ingest takes the store's only).
 RUN_FIELDS = tuple(dest for _, dest, _, _ in _FLAGS if not dest.startswith("chunk_"))
@@ -64,22 +76,10 @@ def add_context_flags(parser: argparse.ArgumentParser, fields: Sequence[str] = R
             )
     if fields is not RUN_FIELDS:
         return
-    group.add_argument(
-        "--no-refine",
-        dest="refine",
-        action="store_const",
-        const=False,
-        default=None,
-        help="skip knowledge refinement (ablation)",
-    )
-    group.add_argument(
-        "--no-verify",
-        dest="verify",
-        action="store_const",
-        const=False,
-        default=None,
-        help="do not check answers against the question's years, versions and names",
-    )
+    for flag, dest, text in _SWITCHES:
+        group.add_argument(
+            flag, dest=dest, action="store_const", const=False, default=None, help=text
+        )
     group.add_argument(
         "--no-llm",
         dest="no_llm",
@@ -91,8 +91,7 @@ def add_context_flags(parser: argparse.ArgumentParser, fields: Sequence[str] = R
 def context_from_args(args: argparse.Namespace) -> Context:
     """Context from the environment, overridden by the flags that were given."""
     overrides = {dest: getattr(args, dest, None) for _, dest, _, _ in _FLAGS}
-    overrides["refine"] = getattr(args, "refine", None)
-    overrides["verify"] = getattr(args, "verify", None)
+    overrides |= {dest: getattr(args, dest, None) for _, dest, _ in _SWITCHES}
     if getattr(args, "no_llm", False):
         overrides["chat_model"] = "extractive"
         if overrides.get("grader") in (None, "auto", "cascade", "judge"):

@@ -1,9 +1,8 @@
 """The coverage check: what of a question the library cannot cover at all.
 
-A library that never mentions a specific term of the question (AdaBoost, nginx),
-or that names one side of a comparison only in passing, can answer at best part
-of it: the grade node then caps the verdict at `ambiguous`, and the rewrite node
-leads the web query with what is missing.
+A library that never mentions a specific term of the question (AdaBoost, nginx)
+can answer at best part of it: the grade node then caps the verdict at `ambiguous`,
+and the rewrite node leads the web query with what is missing.
 
 Lookups compare the normal form (`crag.text.normalize`, lower-cased) of the question
 and of the library: a typeset book writes "β", "3×3" and "Gauss–Newton" where people
@@ -15,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import json
 import re
 import threading
@@ -59,55 +57,6 @@ def is_specific(term: str) -> bool:
     return any(p not in _common_words() for p in parts)
 
 
-# "X vs Y", "difference between X and Y", "how does X differ from / compare with Y",
-# "compare X with Y": the two things a comparison asks about.
-_SIDES = [
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"(?P<a>[\w\-' ]+?)\s+(?:vs\.?|versus)\s+(?P<b>[^:?,;]+)",
-        r"differences?\s+between\s+(?P<a>.+?)\s+and\s+(?P<b>[^:?,;]+)",
-        r"\b(?:do|does|did|is|are)\s+(?P<a>.+?)\s+(?:differ|different)\s+from\s+(?P<b>[^:?,;]+)",
-        r"\b(?:do|does)\s+(?P<a>.+?)\s+compare\s+(?:with|to)\s+(?P<b>[^:?,;]+)",
-        r"\bcompare\s+(?P<a>.+?)\s+with\s+(?P<b>[^:?,;]+)",
-        r"\bcompare\s+(?P<a>.+?)\s+(?:to|and)\s+(?P<b>[^:?,;]+)",
-    )
-]
-_LEADING = re.compile(r"^(?:the|a|an|our|their|its)\s+", re.IGNORECASE)
-# A side ends where its qualifiers start: "early stopping [for neural networks]".
-_SIDE_END = re.compile(
-    r"\s*(?:[,:;?!()]|\s(?:as|for|used|of|in|when|that|which|to|on|at|by|and|or|with|from"
-    r"|is|are|do|does)\s).*$",
-    re.IGNORECASE,
-)
-
-
-# Where a comparison is asked: the patterns run only around these words, on a bounded
-# window, so a long text costs linear time (a side is a few words, never far away).
-_ANCHOR = re.compile(r"\b(?:vs|versus|between|differ|different|compare)\b", re.IGNORECASE)
-_WINDOW = 200
-_MAX_ANCHORS = 20
-
-
-def comparison_sides(question: str) -> list[str]:
-    """The things a comparison question compares, as short phrases; [] otherwise."""
-    windows = [
-        question[max(0, a.start() - _WINDOW) : a.end() + _WINDOW]
-        for a in itertools.islice(_ANCHOR.finditer(question), _MAX_ANCHORS)
-    ]
-    for pattern in _SIDES:
-        match = next(filter(None, (pattern.search(w) for w in windows)), None)
-        if not match:
-            continue
-        sides = []
-        for raw in (match["a"], match["b"]):
-            side = _LEADING.sub("", raw.strip())
-            side = _SIDE_END.sub("", f" {side} ").strip().rstrip(".")
-            if side and len(side.split()) <= 5:
-                sides.append(side)
-        return sides
-    return []
-
-
 def _forms(word: str) -> tuple[str, ...]:
     """A word and its singular or plural: "GANs" is found where the book says "GAN"."""
     if word.endswith("es") and len(word) > 4:
@@ -115,6 +64,24 @@ def _forms(word: str) -> tuple[str, ...]:
     if word.endswith("s") and len(word) > 3:
         return word, word[:-1]
     return word, word + "s", word + "es"
+
+
+def _named(phrase: str) -> re.Pattern[str] | None:
+    """A phrase as normal-form text may write it: between its words (and before a
+    word's closing digits) spaces, line breaks, hyphens or other punctuation ("u.s.",
+    "l_2"), and a plural at the end."""
+    words = folded_words(phrase.replace("-", " "))
+    if not words:
+        return None
+    # "l2" is also written with its digit as a subscript: "ℓ_2", "L 2"
+    parts = [r"[\W_]*".join(map(re.escape, re.split(r"(?<=[a-z])(?=\d)", w))) for w in words]
+    return re.compile(r"(?<![a-z0-9])" + r"[\W_]*".join(parts) + r"(?:s|es)?(?![a-z0-9])")
+
+
+def times_named(phrase: str, text: str) -> int:
+    """How many times `text` names `phrase`, in any usual spelling."""
+    pattern = _named(phrase)
+    return len(pattern.findall(normalize(text).lower())) if pattern else 0
 
 
 class LibraryIndex:
@@ -133,6 +100,19 @@ class LibraryIndex:
                     words.update(word.split("-"))
                     words.add(word.replace("-", ""))
         self.words = frozenset(words)
+        self.abbreviations = _abbreviations(texts)
+
+    def expansions(self, question: str) -> list[str]:
+        """What the library calls the question's abbreviations and long forms: "NMF"
+        is also "non-negative matrix factorization" where a book defines it so."""
+        found = []
+        low = normalize(question).lower()
+        for short, long in self.abbreviations.items():
+            if re.search(rf"(?<![\w-]){re.escape(short)}s?(?![\w-])", question):
+                found.append(long)
+            elif long in low:
+                found.append(short)
+        return [f for f in dict.fromkeys(found) if f.lower() not in low]
 
     def has_word(self, word: str) -> bool:
         return any(form in self.words for form in _forms(word))
@@ -153,12 +133,37 @@ class LibraryIndex:
         A library that explains a thing names it again and again where it does; one
         that names it at most once per chunk only mentions it in passing.
         """
-        parts = [re.escape(w) for w in folded_words(phrase.replace("-", " "))]
-        if not parts:
+        pattern = _named(phrase)
+        if pattern is None:
             return 0
-        # between its words: spaces, line breaks, hyphens or other punctuation ("u.s.")
-        pattern = re.compile(r"(?<![a-z0-9])" + r"[\W_]*".join(parts) + r"(?:s|es)?(?![a-z0-9])")
         return max((len(pattern.findall(t)) for t in self.texts), default=0)
+
+
+# "stochastic gradient descent (SGD)": a long form and, in brackets, its initials.
+_DEFINED = re.compile(r"((?:[A-Za-z][\w'-]*\s+){1,7})\(([A-Z][A-Za-z]{1,7}?)s?\)")
+
+
+def _abbreviations(texts: Iterable[str]) -> dict[str, str]:
+    """The abbreviations a library defines, as {"SGD": "stochastic gradient descent"}:
+    a bracketed short form whose capitals are the initials of the words before it."""
+    found: dict[str, str] = {}
+    for text in texts:
+        if "(" not in text:
+            continue
+        for match in _DEFINED.finditer(normalize(text)):
+            short = match.group(2)
+            initials = [c.lower() for c in short if c.isupper()]
+            words = match.group(1).split()
+            for n in range(len(initials), len(words) + 1):
+                tail = words[len(words) - n :]
+                if [w[0].lower() for w in tail] == initials or [
+                    p[0].lower() for w in tail for p in w.split("-") if p
+                ] == initials:
+                    found.setdefault(short, " ".join(tail).lower())
+                    break
+                if n > len(initials):
+                    break
+    return found
 
 
 _INDEXES: dict[tuple[str, str, str], LibraryIndex] = {}
@@ -188,33 +193,19 @@ def missing_terms(ctx: Context, collection: str, wanted: Sequence[str]) -> list[
     return [t for t in wanted if not index.mentions(t)]
 
 
-def most_mentions(ctx: Context, collection: str, phrases: Sequence[str]) -> dict[str, int]:
-    """For each phrase, the most times one chunk names it."""
-    if not phrases:
-        return {}
-    index = library_index(ctx, collection)
-    return {phrase: index.most_mentions(phrase) for phrase in phrases}
+def expansions(ctx: Context, collection: str, question: str) -> list[str]:
+    """The library's own long forms of the question's abbreviations, and the reverse."""
+    return library_index(ctx, collection).expansions(question)
 
 
-async def coverage_gaps(question: str, ctx: Context) -> tuple[list[str], list[str]]:
-    """Specific terms of the question the library never mentions, and sides of a
-    comparison it names only in passing (never twice in one chunk).
-
-    The second case is the classic partial question: books that explain batch
-    normalization and mention layer normalization once, here and there, can answer
-    only half of "batch normalization vs layer normalization".
-    """
+async def coverage_gaps(question: str, ctx: Context) -> list[str]:
+    """Specific terms of the question the library never mentions in any spelling."""
     if not ctx.coverage_check:
-        return [], []
+        return []
     # text and library work, off the event loop (a server keeps serving meanwhile)
     return await asyncio.to_thread(_gaps, question, ctx)
 
 
-def _gaps(question: str, ctx: Context) -> tuple[list[str], list[str]]:
+def _gaps(question: str, ctx: Context) -> list[str]:
     specific = [t for t in key_terms(question) if is_specific(t)]
-    sides = comparison_sides(normalize(question))
-    if not specific and not sides:  # most questions: nothing to look up
-        return [], []
-    mentions = most_mentions(ctx, ctx.collection, sides)
-    passing = [side for side, most in mentions.items() if most == 1]
-    return missing_terms(ctx, ctx.collection, specific), passing
+    return missing_terms(ctx, ctx.collection, specific)

@@ -20,3 +20,15 @@ def decide_verdict(
     if all(s < lower for s in scores):  # also: nothing retrieved
         return "incorrect"
     return "ambiguous"
+
+
+def verdict_of_parts(
+    covered: Sequence[bool], part_scores: Sequence[float], lower: float, missing: Sequence[str] = ()
+) -> Verdict:
+    """A decomposed question's verdict: every part covered, correct; no part with a
+    relevant document (each part's best score < lower), incorrect; else ambiguous."""
+    if covered and all(covered):
+        return "ambiguous" if missing else "correct"
+    if all(s < lower for s in part_scores):
+        return "incorrect"
+    return "ambiguous"

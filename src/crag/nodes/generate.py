@@ -38,14 +38,15 @@ def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citatio
     groups: dict[tuple[str, ...], tuple[Citation, list[Strip]]] = {}
     for strip in kept:
         doc = by_id[strip["doc_id"]]
-        key = (doc["origin"], doc["source"], doc.get("page", ""), doc.get("url", ""))
+        where = doc.get("page") or doc.get("url") or doc.get("query") or ""
+        key = (doc["origin"], doc["source"], where)
         if key not in groups:
             citation: Citation = {
                 "n": len(groups) + 1,
                 "origin": doc["origin"],
                 "source": doc["source"],
             }
-            for field in ("page", "url", "title"):
+            for field in ("page", "url", "title", "query"):
                 if doc.get(field):
                     citation[field] = doc[field]  # type: ignore[literal-required,unused-ignore]
             groups[key] = (citation, [])
@@ -54,6 +55,8 @@ def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citatio
 
 
 def label(citation: Citation) -> str:
+    if citation.get("query"):
+        return f"{citation['source']} (SQL: {citation['query']})"
     if citation.get("url"):
         return f"{citation.get('title') or citation['source']} ({citation['url']})"
     if citation.get("page"):

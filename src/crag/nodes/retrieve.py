@@ -21,6 +21,8 @@ FRESH_RUN = {
     "web_query": "",
     "web_docs": [],
     "web_error": "",
+    "searched": [],
+    "parts": [],
     "redacted": [],
     "strips": [],
     "kept_strips": [],

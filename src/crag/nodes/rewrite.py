@@ -13,10 +13,10 @@ from langgraph.runtime import Runtime
 
 from crag import prompts
 from crag.context import Context
-from crag.grading.constraints import check, constraints
+from crag.grading.queries import with_constraints
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
-from crag.redact import redact
+from crag.redact import redact, without_masked
 from crag.state import State
 from crag.text import keyword_query
 
@@ -31,13 +31,6 @@ def clean_query(raw: str) -> str:
     return line.strip().strip("\"'` ").rstrip(".")
 
 
-def with_constraints(query: str, question: str) -> str:
-    """The query, plus any year, date, version or name of the question it dropped: a
-    search that loses "2023" finds every year's results."""
-    missing = [c.value for c in check(constraints(question), [query]).unmet]
-    return " ".join([query, *missing]).strip()
-
-
 @recorded
 async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
@@ -45,11 +38,16 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     outgoing = redact(state["question"]) if ctx.redact_queries else None
     question = outgoing.text if outgoing else state["question"]
     masked = outgoing.removed if outgoing else []
-    # what the library lacks, less the words of a masked secret ("jane.doe")
-    asked, sent = state["question"].lower(), question.lower()
-    gaps = [
-        g for g in state.get("missing_terms") or [] if g.lower() in sent or g.lower() not in asked
-    ]
+
+    def sendable(text: str) -> str:  # less the words of a masked secret ("jane.doe")
+        return without_masked(text, state["question"]) if outgoing else text
+
+    gaps = [g for g in state.get("missing_terms") or [] if sendable(g)]
+    # Of a decomposed question, only the parts the library does not cover are searched.
+    open_parts = [p["text"] for p in state.get("parts") or [] if not p["covered"]]
+    if open_parts:
+        searched = sendable(" ".join(open_parts))
+        question = with_constraints(searched, question, names=False)
     # What the library lacks leads the query: the web is there to fill that gap.
     fallback = with_constraints(keyword_query(" ".join([*gaps, question])), question)
     if ctx.chat_model == EXTRACTIVE:

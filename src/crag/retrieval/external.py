@@ -17,7 +17,7 @@ from crag.context import Context
 from crag.errors import ProviderError, SearchError
 from crag.registry import Registry
 from crag.retrieval.library import hit_to_passage, retrieve
-from crag.state import Passage
+from crag.state import Origin, Passage
 from crag.text import split_date_stamps
 
 
@@ -91,28 +91,34 @@ class TavilySearch:
 
 
 class CollectionSearch:
-    """external=local: a second Chroma collection stands in for the web, offline.
+    """A Chroma collection as a source: the offline stand-in for the web
+    (external=local), or the library itself, searched again with a reformulated query.
 
-    Queried with the rewritten query and the original question, since an embedding
-    index (unlike a keyword engine) often does better with the full question.
+    Queried with each query given (the rewritten one and the question or its parts),
+    since an embedding index, unlike a keyword engine, often does better with the
+    full question.
     """
 
-    name = "local"
     leaves_machine = False
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, collection: str, origin: Origin, name: str) -> None:
         self.ctx = ctx
+        self.collection = collection
+        self.origin: Origin = origin
+        self.name = name
 
     def _search(self, queries: list[str], k: int) -> list[Passage]:
         best: dict[str, Passage] = {}
         for query in dict.fromkeys(q for q in queries if q.strip()):
             try:
-                hits = retrieve(self.ctx, self.ctx.external_collection, query, k)
+                hits = retrieve(self.ctx, self.collection, query, k)
             except Exception as exc:
-                name, why = self.ctx.external_collection, " ".join(str(exc).split())
-                raise SearchError(f"local collection {name!r}: {why}") from exc
+                why = " ".join(str(exc).split())
+                raise SearchError(f"{self.name} collection {self.collection!r}: {why}") from exc
             for hit in hits:
-                passage = read_result(hit_to_passage(hit, origin="external"))
+                passage = hit_to_passage(hit, origin=self.origin)
+                if self.origin == "external":
+                    passage = read_result(passage)
                 known = best.get(passage["id"])
                 if known is None or passage.get("similarity", 0) > known.get("similarity", 0):
                     best[passage["id"]] = passage
@@ -154,7 +160,7 @@ SOURCES: Registry[Callable[[Context], ExternalSearch]] = Registry("external sour
 
 @SOURCES.register("local", "a second Chroma collection (external_collection), offline")
 def _local(ctx: Context) -> ExternalSearch:
-    return CollectionSearch(ctx)
+    return CollectionSearch(ctx, ctx.external_collection, "external", "local")
 
 
 @SOURCES.register("tavily", "Tavily web search (TAVILY_API_KEY)")
@@ -172,3 +178,40 @@ def _none(ctx: Context) -> ExternalSearch:
 
 def make_search(ctx: Context) -> ExternalSearch:
     return SOURCES[ctx.external](ctx)
+
+
+#: Sources of the web path that are not an `external` choice: the library searched
+#: again, and a database.
+FALLBACKS: Registry[Callable[[Context], ExternalSearch]] = Registry("source")
+
+
+@FALLBACKS.register("library", "the library again, with a reformulated query (max_retries)")
+def _library(ctx: Context) -> ExternalSearch:
+    return CollectionSearch(ctx, ctx.collection, "library", "library")
+
+
+@FALLBACKS.register("sql", "a SQLite database (sql_path) for structured questions")
+def _sql(ctx: Context) -> ExternalSearch:
+    from crag.retrieval.sql import SqlSearch
+
+    return SqlSearch(ctx)
+
+
+def source_names(ctx: Context) -> list[str]:
+    """The web path's sources in order; `external` is the one `ctx.external` names.
+    A source that cannot run here (sql with no database, no retries) is left out."""
+    names = []
+    for raw in ctx.sources.split(","):
+        name = ctx.external if raw.strip() == "external" else raw.strip()
+        if name not in FALLBACKS and name not in SOURCES:
+            known = ", ".join(["external", *FALLBACKS.names(), *SOURCES.names()])
+            raise ProviderError(f"sources={ctx.sources!r}: unknown source {name!r}; use {known}")
+        if (name == "sql" and ctx.sql_path is None) or (name == "library" and not ctx.max_retries):
+            continue
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def make_source(ctx: Context, name: str) -> ExternalSearch:
+    return FALLBACKS[name](ctx) if name in FALLBACKS else SOURCES[name](ctx)

@@ -1,0 +1,63 @@
+"""The router: which questions may take the fast path, and which need the full one.
+
+A simple question whose best document clearly wins (a score at or above `upper` and
+a clear gap to the next, the score-plus-gap check) is answered from that document
+alone: no LLM judge, no decomposition, no strip work on the others. A complex one
+(several parts, a comparison, a time constraint, a structured value) always takes
+the full corrective path, where each part and each constraint is checked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from crag.grading.constraints import constraints
+
+# Questions that ask for a value a table would hold: a price, a count, a spec.
+_STRUCTURED = re.compile(
+    r"\b(?:how (?:many|much)|price[sd]?|pricing|costs?|fees?|counts?|number of|total|"
+    r"average|median|maximum|minimum|max|min|limits?|quotas?|specs?|specifications?|"
+    r"rates?|sizes?|capacity|per (?:month|year|user|seat|hour|day))\b",
+    re.IGNORECASE,
+)
+# Questions about the present state of something change their answer with time.
+_NOW = re.compile(
+    r"\b(?:latest|current(?:ly)?|newest|recent(?:ly)?|today|now|this (?:year|month|week)|"
+    r"as of|up[- ]to[- ]date)\b",
+    re.IGNORECASE,
+)
+
+
+def time_constraint(question: str) -> str | None:
+    """Why the question's answer depends on when it is asked, or None."""
+    if match := _NOW.search(question):
+        return f"asks for the {match.group(0).lower()}"
+    dated = [c.value for c in constraints(question) if c.kind in ("year", "date", "version")]
+    return f"names {', '.join(dated)}" if dated else None
+
+
+def structured(question: str) -> bool:
+    """Whether the question asks for a price, count, spec or other tabular value."""
+    return _STRUCTURED.search(question) is not None
+
+
+def complexity(question: str, parts: Sequence[str]) -> list[str]:
+    """Why the question needs the full path ([] for a simple question)."""
+    reasons = []
+    if len(parts) >= 2:
+        reasons.append(f"{len(parts)} parts")
+    if when := time_constraint(question):
+        reasons.append(f"time-sensitive ({when})")
+    if structured(question):
+        reasons.append("asks for a structured value")
+    return reasons
+
+
+def clear_winner(scores: Sequence[float], upper: float, gap: float) -> bool:
+    """The seeds' score-plus-gap check: the best document at or above `upper`, and at
+    least `gap` ahead of the next."""
+    ranked = sorted(scores, reverse=True)
+    if not ranked or ranked[0] < upper:
+        return False
+    return len(ranked) == 1 or ranked[0] - ranked[1] >= gap

@@ -1,0 +1,349 @@
+"""The correction cascade without models: decomposition, routing, reformulation, the
+ordered sources of the web path, and the SQL source's read-only guard."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from crag.context import Context
+from crag.errors import SearchError
+from crag.grading import queries
+from crag.grading.coverage import LibraryIndex
+from crag.grading.decompose import Split, decompose, rule_parts, subjects
+from crag.grading.route import clear_winner, complexity
+from crag.grading.verdict import verdict_of_parts
+from crag.nodes import web_search as web_search_node
+from crag.nodes.web_search import web_search
+from crag.retrieval.external import source_names
+from crag.retrieval.sql import SqlSearch, rule_query, run_select, schema
+from crag.state import Passage, State
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        ("Batch normalization vs layer normalization: what is the difference?", 2),
+        ("Compare pricing and features of Enterprise vs Pro", 2),
+        ("How does weight decay differ from the Elastic-Net penalty?", 2),
+        ("What do AdaGrad and AdaBoost each do?", 2),
+        ("What is a Kalman filter? How does PCA reduce dimensions?", 2),
+        ("What is a Kalman filter and how does PCA reduce dimensions?", 2),
+        # one subject asked about again, or a follow-up that points back: one question
+        ("What is bag of words? How can we use it for text classification?", 0),
+        ("Why do we need prices? Are prices distributed normally?", 0),
+        ("What is the bias-variance trade-off?", 0),
+        ("Who won the 2019 US Open?", 0),
+    ],
+)
+def test_rule_decomposition_finds_the_parts_of_a_question(question: str, parts: int) -> None:
+    assert len(rule_parts(question)) == parts
+
+
+def test_a_comparison_gives_one_part_per_side_with_what_is_asked_of_each() -> None:
+    assert rule_parts("Compare pricing and features of Enterprise vs Pro") == [
+        "Enterprise: pricing features",
+        "Pro: pricing features",
+    ]
+    # "L1 and L2 regularization": the shared head noun belongs to both sides
+    assert rule_parts("What's the difference between L2 and L1 regularization?") == [
+        "L2 regularization",
+        "L1 regularization",
+    ]
+
+
+def test_each_part_of_a_comparison_is_about_what_sets_it_apart() -> None:
+    parts = ["What is layer normalization?", "What is batch normalization?"]
+    assert subjects(parts) == ["layer normalization", "batch normalization"]
+    assert Split(parts, compares=False).subjects == ["", ""]  # two questions: no names
+
+
+def test_decomposition_without_a_model_costs_no_call(tmp_path: Path) -> None:
+    ctx = Context(home=tmp_path, chat_model="extractive")
+    split = asyncio.run(decompose("RNN versus LSTM?", ctx))
+    assert (split.parts, split.how, split.compares) == (["RNN", "LSTM"], "rules", True)
+    assert asyncio.run(decompose("What is dropout?", ctx)).parts == []
+
+
+@pytest.mark.parametrize(
+    ("question", "parts", "complex_"),
+    [
+        ("What is dropout?", [], False),
+        ("How does dropout work in practice?", [], False),
+        ("What is the latest release of the tool?", [], True),  # time-sensitive
+        ("Who won the Nobel Prize in 2023?", [], True),  # a year
+        ("What changed in version 3.2?", [], True),  # a version
+        ("How much does the Pro plan cost per month?", [], True),  # structured
+        ("RNN versus LSTM?", ["RNN", "LSTM"], True),  # comparison
+    ],
+)
+def test_the_router_sends_complex_questions_down_the_full_path(
+    question: str, parts: list[str], complex_: bool
+) -> None:
+    assert bool(complexity(question, parts)) is complex_
+
+
+def test_the_fast_path_needs_a_clear_winner() -> None:
+    assert clear_winner([0.9, 0.6, 0.5], upper=0.56, gap=0.15)
+    assert not clear_winner([0.9, 0.8], upper=0.56, gap=0.15)  # no clear gap
+    assert not clear_winner([0.5, 0.1], upper=0.56, gap=0.15)  # the best is not good enough
+    assert clear_winner([0.7], upper=0.56, gap=0.15)
+    assert not clear_winner([], upper=0.56, gap=0.15)
+
+
+def test_the_verdict_of_a_decomposed_question_follows_its_parts() -> None:
+    assert verdict_of_parts([True, True], [0.8, 0.7], 0.5) == "correct"
+    assert verdict_of_parts([True, False], [0.8, 0.4], 0.5) == "ambiguous"
+    assert verdict_of_parts([False, False], [0.3, 0.2], 0.5) == "incorrect"
+    assert verdict_of_parts([True, True], [0.8, 0.7], 0.5, missing=["X"]) == "ambiguous"
+
+
+def test_the_library_defines_its_abbreviations() -> None:
+    index = LibraryIndex(
+        [
+            "We train with stochastic gradient descent (SGD) on minibatches.",
+            "Non-negative matrix factorization (NMF) finds parts.",
+            "The results (see Table 2) and the mean (MSE) are shown.",  # no initials: no entry
+        ]
+    )
+    assert index.abbreviations == {
+        "SGD": "stochastic gradient descent",
+        "NMF": "non-negative matrix factorization",
+    }
+    assert index.expansions("How does NMF work?") == ["non-negative matrix factorization"]
+    assert index.expansions("Why is stochastic gradient descent noisy?") == ["SGD"]
+
+
+def test_reformulations_never_repeat_a_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        queries, "expansions", lambda ctx, c, q: ["non-negative matrix factorization"]
+    )
+    ctx = Context(home=Path("/nonexistent"))
+    question = "How does NMF work?"
+    tried = queries.reformulations(ctx, question, "nmf work", [question], [question])
+    assert tried == ["nmf work", "How does NMF work? non-negative matrix factorization"]
+    # what was already run is left out: a retry loop runs out of new queries
+    assert queries.reformulations(ctx, question, "nmf work", [question], [question, *tried]) == []
+
+
+# --- the web path's ordered sources, with recording fakes ------------------------------------
+
+
+class Source:
+    """A source that records its searches and returns canned results."""
+
+    def __init__(self, name: str, results: list[list[Passage]]) -> None:
+        self.name = name
+        self.leaves_machine = name == "tavily"
+        self.results = results
+        self.searches: list[list[str]] = []
+
+    async def asearch(self, queries: list[str], k: int) -> list[Passage]:
+        self.searches.append(queries)
+        return self.results[min(len(self.searches), len(self.results)) - 1]
+
+
+class WordGrader:
+    """Scores 0.9 when the passage holds every word of the target, else 0.1."""
+
+    name = "words"
+
+    async def ascore(self, question: str, texts: list[str]) -> list[float]:
+        words = [w.strip("?:").lower() for w in question.split() if len(w) > 3]
+        return [0.9 if all(w in t.lower() for w in words) else 0.1 for t in texts]
+
+
+def _doc(i: str, text: str, origin: str = "library") -> Passage:
+    return {"id": i, "text": text, "origin": origin, "source": f"{i}.pdf"}  # type: ignore[typeddict-item]
+
+
+@pytest.fixture
+def sources(monkeypatch: pytest.MonkeyPatch) -> dict[str, Source]:
+    table: dict[str, Source] = {}
+    monkeypatch.setattr(web_search_node, "make_source", lambda ctx, name: table[name])
+    monkeypatch.setattr(web_search_node, "make_grader", lambda ctx: WordGrader())
+    monkeypatch.setattr(web_search_node, "missing_terms", lambda ctx, c, terms: [])
+    monkeypatch.setattr(queries, "expansions", lambda ctx, c, q: ["stochastic gradient descent"])
+    return table
+
+
+def _run(state: dict[str, Any], **knobs: Any) -> dict[str, Any]:
+    ctx = Context(home=Path("/nonexistent"), external="local", **knobs)
+    return asyncio.run(web_search(state, SimpleNamespace(context=ctx)))  # type: ignore[arg-type]
+
+
+def test_a_reformulation_that_succeeds_in_the_library_saves_the_web_call(
+    sources: dict[str, Source],
+) -> None:
+    question = "How does SGD choose minibatches?"
+    sources["library"] = Source(
+        "library", [[_doc("b", "How does SGD choose minibatches? At random.")]]
+    )
+    sources["local"] = Source("local", [[_doc("w", "a web page", "external")]])
+    state: State = {
+        "question": question,
+        "docs": [_doc("a", "Unrelated.")],
+        "verdict": "incorrect",
+        "web_query": "sgd choose minibatches",
+    }
+    out = _run(dict(state))
+    assert sources["local"].searches == []  # no external call
+    # the reformulated query, and the question searched deeper than the first retrieval
+    assert sources["library"].searches == [["sgd choose minibatches", question]]
+    assert out["verdict"] == "correct"
+    assert [d["id"] for d in out["good_docs"]] == ["b"]
+    assert out["web_docs"] == []
+    assert out["searched"][0].startswith("library: 1 results")
+
+
+def test_a_library_that_keeps_failing_stops_at_max_retries_then_asks_the_web(
+    sources: dict[str, Source],
+) -> None:
+    question = "How does SGD choose minibatches?"
+    sources["library"] = Source("library", [[_doc(f"x{i}", "nothing useful")] for i in range(10)])
+    sources["local"] = Source(
+        "local", [[_doc("w", "SGD does choose minibatches at random.", "external")]]
+    )
+    state = {"question": question, "docs": [], "verdict": "incorrect", "web_query": "sgd batches"}
+    out = _run(dict(state), max_retries=2)
+    assert len(sources["library"].searches) == 2  # "sgd batches"; the question + expansion
+    assert len(sources["local"].searches) == 1
+    assert out["verdict"] == "incorrect" and [d["id"] for d in out["web_docs"]] == ["w"]
+    out = _run(dict(state), max_retries=0)  # no retries: straight to the external source
+    assert len(sources["library"].searches) == 2 and len(sources["local"].searches) == 2
+    assert not any(s.startswith("library") for s in out["searched"])
+
+
+def test_only_the_uncovered_part_of_a_comparison_is_searched(sources: dict[str, Source]) -> None:
+    sources["library"] = Source("library", [[]])
+    sources["local"] = Source(
+        "local", [[_doc("w", "Layer normalization normalizes each example.", "external")]]
+    )
+    state = {
+        "question": "Batch normalization vs layer normalization?",
+        "docs": [_doc("a", "Batch normalization normalizes a minibatch.")],
+        "verdict": "ambiguous",
+        "web_query": "layer normalization",
+        "parts": [
+            {"text": "Batch normalization", "score": 0.9, "covered": True},
+            {"text": "layer normalization", "score": 0.4, "covered": False},
+        ],
+    }
+    out = _run(state, max_retries=0)
+    searched = [q for s in sources["local"].searches for q in s]
+    assert searched == ["layer normalization", "layer normalization"]
+    assert not any("batch" in q.lower() for q in searched)
+    assert out["verdict"] == "ambiguous" and out["web_docs"][0]["score"] == 0.9
+
+
+def test_a_failing_source_is_recorded_and_the_next_one_asked(sources: dict[str, Source]) -> None:
+    class Broken(Source):
+        async def asearch(self, queries: list[str], k: int) -> list[Passage]:
+            raise SearchError("library collection 'books': gone")
+
+    sources["library"] = Broken("library", [])
+    sources["local"] = Source("local", [[_doc("w", "SGD does choose minibatches.", "external")]])
+    state = {"question": "How does SGD choose minibatches?", "docs": [], "verdict": "incorrect"}
+    out = _run(state)
+    assert "gone" in out["web_error"] and out["web_docs"]
+    assert out["searched"][0] == "library: failed"
+
+
+def test_unknown_sources_are_named_in_the_error(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="unknown source 'wiki'"):
+        source_names(Context(home=tmp_path, sources="library,wiki"))
+    ctx = Context(home=tmp_path, external="none")
+    assert source_names(ctx) == ["library", "none"]  # sql: no database named
+    assert source_names(ctx.with_overrides(sql_path=tmp_path / "db.sqlite")) == [
+        "library",
+        "sql",
+        "none",
+    ]
+
+
+# --- the SQL source ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    path = tmp_path / "shop.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE plans (name TEXT, price_per_month REAL, seats INTEGER)")
+        conn.executemany(
+            "INSERT INTO plans VALUES (?, ?, ?)",
+            [("Starter", 0, 1), ("Pro", 49, 10), ("Enterprise", 199, 100)],
+        )
+        conn.execute("CREATE TABLE staff (name TEXT, role TEXT)")
+        conn.execute("INSERT INTO staff VALUES ('Ada', 'engineer')")
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DROP TABLE plans",
+        "DELETE FROM plans",
+        "INSERT INTO plans VALUES ('Free', 0, 1)",
+        "UPDATE plans SET price_per_month = 0",
+        "SELECT 1; DROP TABLE plans",
+        "ATTACH DATABASE '/tmp/x.sqlite' AS x",
+        "PRAGMA writable_schema = 1",
+        "WITH x AS (SELECT 1) DELETE FROM plans",
+    ],
+)
+def test_only_a_select_ever_runs(shop: Path, statement: str) -> None:
+    with pytest.raises(SearchError, match="sql: "):
+        run_select(shop, statement, (), 10, 2.0)
+    _, rows = run_select(shop, "SELECT count(*) FROM plans", (), 10, 2.0)
+    assert rows == [(3,)]  # the database is untouched
+
+
+def test_rows_are_capped_and_a_runaway_query_times_out(shop: Path) -> None:
+    _, rows = run_select(shop, "SELECT * FROM plans", (), 2, 2.0)
+    assert len(rows) == 2
+    forever = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT max(i) FROM n"
+    with pytest.raises(SearchError, match=r"within 0\.2 s"):
+        run_select(shop, forever, (), 10, 0.2)
+
+
+def test_without_a_model_the_rows_the_question_names_are_selected(shop: Path) -> None:
+    tables = schema(shop, 2.0)
+    statement, params = rule_query("What is the price per month of the Pro plan?", tables) or (
+        "",
+        (),
+    )
+    assert statement.startswith('SELECT * FROM "plans" WHERE')
+    _, rows = run_select(shop, statement, params, 10, 2.0)
+    assert rows == [("Pro", 49, 10)]
+    assert rule_query("Who painted the Mona Lisa?", tables) is None
+
+
+def test_a_statement_from_the_model_that_writes_is_refused(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crag.retrieval import sql
+
+    class Writer:
+        async def ainvoke(self, messages: Any) -> Any:
+            return SimpleNamespace(content='{"sql": "DROP TABLE plans"}')
+
+    monkeypatch.setattr(sql, "make_chat_model", lambda *a, **k: Writer())
+    search = SqlSearch(Context(home=shop.parent, chat_model="local", sql_path=shop))
+    with pytest.raises(SearchError, match="only SELECT"):
+        asyncio.run(search.asearch(["How much is the Pro plan?"], 5))
+    assert run_select(shop, "SELECT count(*) FROM plans", (), 10, 2.0)[1] == [(3,)]
+
+
+def test_database_rows_cite_the_query_they_came_from(shop: Path) -> None:
+    search = SqlSearch(Context(home=shop.parent, chat_model="extractive", sql_path=shop))
+    rows = asyncio.run(search.asearch(["How many seats does the Enterprise plan have?"], 5))
+    assert [r["text"] for r in rows] == ["name: Enterprise; price_per_month: 199.0; seats: 100."]
+    assert rows[0]["source"] == "shop.sqlite"
+    assert rows[0]["query"].startswith('SELECT * FROM "plans" WHERE')
+    assert "how many seats does the enterprise plan have" in rows[0]["query"]
