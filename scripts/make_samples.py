@@ -6,7 +6,7 @@ are written with fpdf2's core fonts (text kept ASCII), a fixed creation date and
 metadata, so re-running the script produces byte-identical files (for a given fpdf2
 version; tested with 2.8.9).
 
-    python scripts/make_samples.py            # (re)write samples/library/*.pdf
+    python scripts/make_samples.py            # (re)write samples/library/*.pdf and the database
     python scripts/make_samples.py --check    # also verify everything under samples/
 
 ``--check`` rebuilds the PDFs in a temporary folder and compares the bytes with the
@@ -824,6 +824,34 @@ def check(samples: Path) -> int:
     return 1 if problems else 0
 
 
+# The price list as a table, for questions a database answers better than prose
+# (crag's `sql` source): the plans of the 2025 price change, one row per billing period.
+PLANS = [
+    ("Community", "monthly", 0, 10, "2025-02-01"),
+    ("Team", "monthly", 8, 250, "2025-02-01"),
+    ("Team", "annual", 80, 250, "2025-02-01"),
+    ("Business", "monthly", 11, 5000, "2025-02-01"),
+    ("Business", "annual", 110, 5000, "2025-02-01"),
+]
+
+
+def write_database(folder: Path) -> Path:
+    """samples/database/lumen_plans.sqlite: Lumen's plans and prices (fictional)."""
+    import sqlite3
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "lumen_plans.sqlite"
+    path.unlink(missing_ok=True)
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE plans (plan TEXT, billing TEXT, price_usd_per_user REAL, "
+            "max_users INTEGER, effective_from TEXT)"
+        )
+        conn.executemany("INSERT INTO plans VALUES (?, ?, ?, ?, ?)", PLANS)
+    conn.close()
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -833,7 +861,7 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="verify the samples after writing them"
     )
     args = parser.parse_args(argv)
-    for path in build(args.out / "library"):
+    for path in [*build(args.out / "library"), write_database(args.out / "database")]:
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return check(args.out) if args.check else 0
 

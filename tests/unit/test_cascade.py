@@ -318,7 +318,7 @@ def test_without_a_model_the_rows_the_question_names_are_selected(shop: Path) ->
         "",
         (),
     )
-    assert statement.startswith('SELECT * FROM "plans" WHERE')
+    assert statement.startswith("WITH q(text) AS (SELECT ?) SELECT t.* FROM \"plans\"")
     _, rows = run_select(shop, statement, params, 10, 2.0)
     assert rows == [("Pro", 49, 10)]
     assert rule_query("Who painted the Mona Lisa?", tables) is None
@@ -345,5 +345,53 @@ def test_database_rows_cite_the_query_they_came_from(shop: Path) -> None:
     rows = asyncio.run(search.asearch(["How many seats does the Enterprise plan have?"], 5))
     assert [r["text"] for r in rows] == ["name: Enterprise; price_per_month: 199.0; seats: 100."]
     assert rows[0]["source"] == "shop.sqlite"
-    assert rows[0]["query"].startswith('SELECT * FROM "plans" WHERE')
-    assert "how many seats does the enterprise plan have" in rows[0]["query"]
+    assert rows[0]["query"].startswith("WITH q(text) AS (SELECT 'how many seats does")
+
+
+# --- the fast path ------------------------------------------------------------------------------
+
+
+def _grade(
+    monkeypatch: pytest.MonkeyPatch, question: str, scores: list[float], **knobs: Any
+) -> Any:
+    from crag.nodes import grade as grade_node
+
+    built: list[str] = []
+
+    async def scored_by(ctx: Context, q: str, texts: list[str]) -> tuple[list[float], str]:
+        built.append(ctx.grader)
+        return scores[: len(texts)], ctx.grader
+
+    async def no_gaps(q: str, ctx: Context) -> list[str]:
+        return []
+
+    monkeypatch.setattr(grade_node, "scored_by", scored_by)
+    monkeypatch.setattr(grade_node, "coverage_gaps", no_gaps)
+    docs = [_doc(f"d{i}", f"text {i}") for i in range(len(scores))]
+    ctx = Context(home=Path("/nonexistent"), chat_model="extractive", **knobs)
+    out = asyncio.run(
+        grade_node.grade({"question": question, "docs": docs}, SimpleNamespace(context=ctx))  # type: ignore[arg-type]
+    )
+    return out, built
+
+
+def test_a_clear_winner_takes_the_fast_path_without_the_llm_judge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out, built = _grade(monkeypatch, "What is dropout?", [0.3, 0.9, 0.5], grader="judge")
+    assert out["route"] == "fast" and out["verdict"] == "correct"
+    assert [d["id"] for d in out["good_docs"]] == ["d1"]  # the winner alone is refined
+    assert built == ["auto"]  # the judge was never asked
+    assert "fast path" in out["path"][0]["detail"]
+
+
+def test_no_clear_winner_or_a_complex_question_takes_the_full_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out, built = _grade(monkeypatch, "What is dropout?", [0.85, 0.9, 0.5], grader="judge")
+    assert out["route"] == "full" and built == ["auto", "judge"]
+    assert {d["id"] for d in out["good_docs"]} == {"d0", "d1"}
+    out, _ = _grade(monkeypatch, "What was new in dropout in 2023?", [0.3, 0.9, 0.5])
+    assert out["route"] == "full" and "time-sensitive" in out["path"][0]["detail"]
+    out, _ = _grade(monkeypatch, "What is dropout?", [0.3, 0.9, 0.5], fast_path=False)
+    assert out["route"] == "full"

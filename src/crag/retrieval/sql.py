@@ -143,13 +143,12 @@ def rule_query(question: str, tables: list[Table]) -> tuple[str, tuple[Any, ...]
         return None
     table = ranked[0]
     named = " OR ".join(
-        f'(length("{c}") > 1 AND instr(lower(?), lower("{c}")) > 0)' for c in table.text_columns
+        f'(length(t."{c}") > 1 AND instr(q.text, lower(t."{c}")) > 0)' for c in table.text_columns
     )
-    words = " ".join(folded_words(question))
-    if named:
-        statement = f'SELECT * FROM "{table.name}" WHERE {named}'
-        return statement, tuple(words for _ in table.text_columns)
-    return f'SELECT * FROM "{table.name}"', ()
+    if not named:
+        return f'SELECT * FROM "{table.name}"', ()
+    statement = f'WITH q(text) AS (SELECT ?) SELECT t.* FROM "{table.name}" AS t, q WHERE {named}'
+    return statement, (" ".join(folded_words(question)),)
 
 
 def _model_query(raw: str) -> str:
