@@ -276,13 +276,14 @@ def test_a_grader_failing_on_web_results_is_recorded_not_fatal(
             raise RuntimeError("grader exploded")
 
     with tried(tally, "fault", "grader raises on the web results"):
-        monkeypatch.setattr(node, "make_search", lambda ctx: OneResult())
+        monkeypatch.setattr(node, "make_source", lambda ctx, name: OneResult())
         monkeypatch.setattr(node, "make_grader", lambda ctx: Broken())
-        state = ask(OFF_TOPIC, context=Context(home=ask_home, chat_model="extractive"))
+        ctx = Context(home=ask_home, chat_model="extractive", sources="external")
+        state = ask(OFF_TOPIC, context=ctx)
         result = summary(state)
         assert state["web_docs"] == []  # ungraded results never reach the answer
         assert result["web_error"] == (
-            "grading the external results failed: RuntimeError: grader exploded"
+            "grading the results of local failed: RuntimeError: grader exploded"
         )
         assert result["path"][-1] == "generate" and result["answered"] is False
 

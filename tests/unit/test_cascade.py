@@ -318,7 +318,7 @@ def test_without_a_model_the_rows_the_question_names_are_selected(shop: Path) ->
         "",
         (),
     )
-    assert statement.startswith("WITH q(text) AS (SELECT ?) SELECT t.* FROM \"plans\"")
+    assert statement.startswith('WITH q(text) AS (SELECT ?) SELECT t.* FROM "plans"')
     _, rows = run_select(shop, statement, params, 10, 2.0)
     assert rows == [("Pro", 49, 10)]
     assert rule_query("Who painted the Mona Lisa?", tables) is None

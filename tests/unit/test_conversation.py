@@ -8,7 +8,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from crag.context import Context
-from crag.nodes.followup import carried, earlier_turns, is_follow_up, standalone
+from crag.grading.decompose import carried, is_follow_up
+from crag.nodes.followup import earlier_turns, standalone
 from crag.prompts import partial_answer
 
 

@@ -23,8 +23,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from crag import prompts
 from crag.context import Context
+from crag.grading.constraints import Constraint, constraints
 from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.text import STOPWORDS, normalize, terms
+from crag.text import STOPWORDS, content_words, normalize, terms
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +81,6 @@ _SECOND_QUESTION = re.compile(
 
 # A side read backwards from "vs" or "and ... both" starts after the last of these.
 _OPENS_SIDE = re.compile(r"\b(?:of|for|in|on|between|compare|with|do|does|what|how)\s+", re.I)
-_POINTS_BACK = re.compile(
-    r"\b(?:it|its|they|them|their|this|that|these|those|each|one|you|your)\b", re.IGNORECASE
-)
 
 
 def _side(raw: str, *, read_backwards: bool) -> str:
@@ -121,6 +119,39 @@ def _context_words(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+# What makes a question lean on the one before: it opens by continuing it ("and",
+# "what about"), or points back at something it does not name ("it", "those").
+_CONTINUES = re.compile(r"^\s*(and|or|but|also|so|then|what about|how about)\b", re.IGNORECASE)
+_POINTS_BACK = re.compile(
+    r"\b(it|its|they|them|their|this|that|these|those|he|she|his|her|the same|"
+    r"the former|the latter|there)\b",
+    re.IGNORECASE,
+)
+#: A question with fewer content words than this is too short to stand alone.
+MIN_STANDALONE_WORDS = 3
+
+
+def is_follow_up(question: str) -> bool:
+    """Whether a question leans on the one before it (in a conversation, or in a
+    question of several sentences)."""
+    return bool(
+        _CONTINUES.search(question)
+        or _POINTS_BACK.search(question)
+        or len(content_words(question)) < MIN_STANDALONE_WORDS
+    )
+
+
+def carried(question: str, previous: str) -> str:
+    """A question that leans on `previous`, with the key terms of `previous` it lacks."""
+    have = set(content_words(question))
+    extra = [w for w in dict.fromkeys(content_words(previous)) if w not in have]
+    return f"{question} ({' '.join(extra)})" if extra else question
+
+
+def _when(text: str) -> set[Constraint]:
+    return {c for c in constraints(text) if c.kind in ("year", "date", "version")}
+
+
 def _alike(a: str, b: str) -> bool:
     """Two names of one kind ("L1"/"L2", "GPT"/"BERT"): a shared head noun is implied."""
     shape = [(any(c.isdigit() for c in w), w.isupper()) for w in (a, b)]
@@ -147,19 +178,20 @@ def rule_parts(question: str) -> list[str]:
     pieces = [p.strip() for p in re.split(r"(?<=\?)\s+", text) if p.strip()]
     if len(pieces) == 1:
         pieces = [p.strip(" ,") for p in _SECOND_QUESTION.split(text, maxsplit=MAX_PARTS - 1)]
-    # A piece that points back ("How is it used?") or asks again about the same thing
-    # ("... prices? Are prices normal?") goes on with the question before it.
+    # A piece that leans on the one before ("How is it used?") or asks again about the
+    # same thing ("... prices? Are prices normal?") goes on with it, unless it asks
+    # about another year, date or version: then it is a part, with the terms it leans on.
     parts: list[str] = []
     for piece in pieces:
         topic = {w.lower() for w in _context_words(piece)}
-        if parts and (
-            _POINTS_BACK.search(piece)
-            or len(topic) < 2
-            or topic & {w.lower() for w in _context_words(parts[-1])}
+        if not parts or not (
+            is_follow_up(piece) or topic & {w.lower() for w in _context_words(parts[-1])}
         ):
-            parts[-1] = f"{parts[-1]} {piece}"
-        else:
             parts.append(piece)
+        elif _when(piece) - _when(parts[-1]):
+            parts.append(carried(piece, parts[-1]))
+        else:
+            parts[-1] = f"{parts[-1]} {piece}"
     pieces = parts
     return pieces[:MAX_PARTS] if len(pieces) >= 2 else []
 

@@ -8,28 +8,17 @@ none, a follow-up carries the key terms of the question before it.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 
 from crag import prompts
 from crag.context import Context
+from crag.grading.decompose import carried, is_follow_up
 from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.text import content_words
 
 log = logging.getLogger(__name__)
 
-# What makes a question lean on the one before: it opens by continuing it ("and",
-# "what about"), or points back at something it does not name ("it", "those").
-_CONTINUES = re.compile(r"^\s*(and|or|but|also|so|then|what about|how about)\b", re.IGNORECASE)
-_POINTS_BACK = re.compile(
-    r"\b(it|its|they|them|their|this|that|these|those|he|she|his|her|the same|"
-    r"the former|the latter|there)\b",
-    re.IGNORECASE,
-)
-#: A question with fewer content words than this is too short to stand alone.
-MIN_STANDALONE_WORDS = 3
 #: Turns of conversation shown to the model, and characters kept of each answer.
 HISTORY_TURNS, ANSWER_CHARS = 3, 300
 
@@ -42,21 +31,6 @@ def earlier_turns(messages: Sequence[AnyMessage]) -> list[tuple[str, str]]:
             asked = str(message.response_metadata.get("question", ""))
             turns.append((asked, str(message.content)))
     return [(q, a) for q, a in turns if q]
-
-
-def is_follow_up(question: str) -> bool:
-    return bool(
-        _CONTINUES.search(question)
-        or _POINTS_BACK.search(question)
-        or len(content_words(question)) < MIN_STANDALONE_WORDS
-    )
-
-
-def carried(question: str, previous: str) -> str:
-    """The rule without a model: the follow-up plus the earlier question's key terms."""
-    have = set(content_words(question))
-    extra = [w for w in dict.fromkeys(content_words(previous)) if w not in have]
-    return f"{question} ({' '.join(extra)})" if extra else question
 
 
 async def standalone(

@@ -63,10 +63,12 @@ async def graded_parts(
     for part, subject, (scores, _) in zip(parts, split.subjects, graded, strict=True):
         # a document that explains a thing names it more than once; one that names it
         # once only mentions it in passing (a chapter on batch norm, of layer norm)
+        # and a chunk about another year or version does not cover a part about this one
+        asked = [c for c in constraints(part) if c.kind != "name"]
         explains = [
             s
             for s, t in zip(scores, texts, strict=True)
-            if not subject or times_named(subject, t) > 1
+            if (not subject or times_named(subject, t) > 1) and check(asked, [t]).holds
         ]
         top = max(scores, default=0.0)
         covers = max(explains, default=0.0) >= ctx.upper

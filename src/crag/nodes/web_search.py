@@ -143,7 +143,7 @@ async def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 await search.ask(source, queries, ctx.k * 3 if name == "library" else ctx.web_k)
             except Exception as exc:  # ungraded results must not reach the answer
                 search.errors.append(
-                    f"grading {name}'s results failed: {type(exc).__name__}: {exc}"
+                    f"grading the results of {name} failed: {type(exc).__name__}: {exc}"
                 )
             if search.done:
                 break

@@ -176,10 +176,6 @@ def _none(ctx: Context) -> ExternalSearch:
     return NoSearch()
 
 
-def make_search(ctx: Context) -> ExternalSearch:
-    return SOURCES[ctx.external](ctx)
-
-
 #: Sources of the web path that are not an `external` choice: the library searched
 #: again, and a database.
 FALLBACKS: Registry[Callable[[Context], ExternalSearch]] = Registry("source")
