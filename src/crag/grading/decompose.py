@@ -33,9 +33,9 @@ MAX_PARTS = 4
 MAX_NAME_WORDS = 3
 
 # A side is a short noun phrase: a few words, no clause punctuation.
-_SIDE = r"[^:?,;.!()]{1,80}?"
+_SIDE = r"[^:?,;.!()]{1,120}?"
 _WORDS = r"[\w\-'’]+(?:[ \t][\w\-'’]+){0,4}"  # up to five words, read back from "vs"
-_END = r"(?=[:?,;.!]|$)"
+_END = r"(?=[:?,;.!(]|$)"
 # The forms of a comparison; `a` and `b` are the two things compared.
 _COMPARISONS = [
     re.compile(p, re.IGNORECASE)
@@ -83,11 +83,18 @@ _SECOND_QUESTION = re.compile(
 _OPENS_SIDE = re.compile(r"\b(?:of|for|in|on|between|compare|with|do|does|what|how)\s+", re.I)
 
 
+# A long side ends where its qualifiers start: "TF-IDF features [as a way to ...]".
+_QUALIFIER = re.compile(r"\s(?:as|for|used|when|that|which|to|on|at|by|with|from|in)\s.*$", re.I)
+MAX_SIDE_WORDS = 8
+
+
 def _side(raw: str, *, read_backwards: bool) -> str:
     if read_backwards:
         raw = _OPENS_SIDE.split(raw)[-1]
     side = _LEADING.sub("", raw.strip()).strip(" '\"’")
-    return side if side and len(side.split()) <= 8 else ""
+    if len(side.split()) > MAX_SIDE_WORDS:
+        side = _QUALIFIER.sub("", side)
+    return side if side and len(side.split()) <= MAX_SIDE_WORDS else ""
 
 
 def comparison(question: str) -> tuple[list[str], tuple[int, int]] | None:
@@ -167,7 +174,7 @@ def rule_parts(question: str) -> list[str]:
         a, b = sides
         if len(a.split()) == 1 and len(b.split()) > 1 and _alike(a, b.split()[0]):
             sides[0] = f"{a} {b.split()[-1]}"  # "L2 and L1 regularization": both regularizations
-        rest = text
+        rest = re.sub(r"\([^()]{0,80}\)", " ", text)  # an aside, e.g. an abbreviation
         for side in (a, b):
             rest = rest.replace(side, " ", 1)
         shared = " ".join(
