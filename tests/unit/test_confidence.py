@@ -301,6 +301,11 @@ def test_with_a_model_one_call_reads_each_sources_value(monkeypatch: pytest.Monk
     [conflict] = out["conflicts"]
     assert conflict["by"] == "model" and conflict["preferred"] == "vendor"
     assert [s["doc_id"] for s in out["kept_strips"]] == ["vendor"]
+    # a source the model reads nothing from is read by the rule
+    model.reply = SourceValues(values=[SourceValue(source=1, value="5680")])
+    out = run([doc("old", STALE, age_days=900), doc("new", FRESH, age_days=9)], conflicts="model")
+    assert out["conflicts"][0]["preferred"] == "new"
+    assert {v["value"] for v in out["conflicts"][0]["values"]} == {"5680", "5570"}
     # the same value in other words is no conflict
     model.reply = SourceValues(
         values=[SourceValue(source=1, value="Ines Moravec"), SourceValue(source=2, value="Moravec")]

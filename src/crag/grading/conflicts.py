@@ -236,7 +236,8 @@ def mode(ctx: Context) -> str:
 
 
 async def read_out(question: str, found: Sequence[Claimant], ctx: Context) -> None:
-    """Each source's answer, read out by the chat model in one call (`chat_timeout_s`)."""
+    """Each source's answer, read out by the chat model in one call (`chat_timeout_s`);
+    where it reads none, the values the rule reads."""
     model = make_chat_model(ctx.chat_model, ctx, max_tokens=24 * len(found) + 24)
     tag = prompts.data_tag()
     sources = "\n\n".join(
@@ -262,6 +263,9 @@ async def read_out(question: str, found: Sequence[Claimant], ctx: Context) -> No
     for item in reply.values:
         if 1 <= item.source <= len(found):
             found[item.source - 1].answer = item.value
+    for claimant in found:  # a small model skips sources: the rule reads those
+        if not claimant.answer.strip() and claimant.values:
+            claimant.answer = " ".join(sorted(claimant.values))
 
 
 @dataclass
