@@ -350,3 +350,45 @@ def test_the_answers_confidence_is_that_of_its_sources() -> None:
     assert out["answered"] and out["confidence"] == out["docs"][0]["confidence"] > 0.5
     declined = run([doc("off", "Nothing here about it at all, sadly.", score=0.0)])
     assert "confidence" in declined and 0.0 <= declined["confidence"] <= 1.0
+
+
+def test_source_priority_decides_which_side_leads_the_ambiguous_context() -> None:
+    library = doc("lib", "Tessaro listens on port 5680 by default, says the guide.", age_days=400)
+    web: Passage = {
+        **doc("web", "Tessaro listens on port 5680 by default, says the site.", age_days=3),
+        "origin": "external",
+    }
+    base: State = {"question": "", "good_docs": [library], "web_docs": [web]}
+    base["verdict"] = "ambiguous"
+
+    def lead(question: str, **knobs: Any) -> list[str]:
+        c = ctx(**knobs)
+        weights, timely = weights_for(c, question)
+        docs, _, split_at = refine_module.ordered(
+            {**base, "question": question}, c, weights, refine_module.priority(c, timely)
+        )
+        assert split_at == 1  # each side still gets its half of the places
+        return [d["id"] for d in docs]
+
+    assert lead("Which port does Tessaro use?") == ["lib", "web"]  # auto: the library first
+    assert lead("Which port does Tessaro use now, as of 2026?") == ["web", "lib"]  # timely
+    assert lead("Which port does Tessaro use?", source_priority="web-first") == ["web", "lib"]
+    assert lead("What is the latest port?", source_priority="internal-first") == ["lib", "web"]
+    out = run([library])  # off the ambiguous path there are no sides
+    assert "first" not in out["path"][0]["detail"]
+
+
+def test_crag_ask_shows_the_signals_conflicts_and_confidence() -> None:
+    from crag.api import summary
+    from crag.cli.ask import render
+
+    out = run([doc("old", STALE, age_days=4 * 365), doc("new", FRESH, age_days=30)])
+    result = summary(out)  # type: ignore[arg-type]
+    assert {"completeness", "recency", "authority", "confidence", "kind"} <= set(
+        result["documents"][0]
+    )
+    assert result["conflicts"][0]["preferred"] == "new" and result["confidence"] > 0
+    shown = render({**result, "timings": {}, "path": []})
+    assert "conf 0." in shown and "authority 0.90 library" in shown
+    assert "sources disagree (rule): new.md: 5680; old.md: 5570" in shown
+    assert "confidence: 0." in shown
