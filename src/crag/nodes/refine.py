@@ -158,9 +158,9 @@ def _unit_vectors(ctx: Context, texts: Sequence[str]) -> dict[str, np.ndarray]:
         ctx.embeddings, threads=ctx.threads, timeout_s=ctx.embeddings_timeout_s
     )
     vectors = np.asarray(embedder.embed_documents(unique), dtype=np.float32)
-    embedder.remember(unique, list(vectors))
-    vectors /= np.linalg.norm(vectors, axis=-1, keepdims=True).clip(min=1e-9)
-    return dict(zip(unique, vectors, strict=True))
+    embedder.remember(unique, [v.copy() for v in vectors])
+    units = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True).clip(min=1e-9)
+    return dict(zip(unique, units, strict=True))
 
 
 def priority(ctx: Context, timely: str | None) -> str:
@@ -236,6 +236,8 @@ async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     detail = f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents"
     if duplicates:
         detail += f"; {duplicates} repeating a more confident strip dropped"
+    if settled.detail and not settled.conflicts:
+        detail += "; " + settled.detail.removesuffix(": ")
     for conflict in settled.conflicts:
         winner = next(v for v in conflict["values"] if v["doc_id"] == conflict["preferred"])
         others = [v for v in conflict["values"] if v is not winner]
