@@ -273,7 +273,21 @@ class Resolution:
     conflicts: list[Conflict] = field(default_factory=list)
     dropped: set[str] = field(default_factory=set)  # chunks of overruled sources
     evidence: list[Strip] = field(default_factory=list)  # the preferred source's value
-    detail: str = ""  # for the path: how it was checked
+    detail: str = ""  # how it was checked, when not as asked
+
+    @property
+    def said(self) -> str:
+        """The path's words on it: each conflict and how it was settled."""
+        lines = [self.detail.removesuffix(": ")] if self.detail and not self.conflicts else []
+        for conflict in self.conflicts:
+            values = conflict["values"]
+            winner = next(v for v in values if v["doc_id"] == conflict["preferred"])
+            others = "; ".join(f"{v['source']}: {v['value']}" for v in values if v is not winner)
+            lines.append(
+                f"{self.detail}sources disagree, preferred {winner['source']}: "
+                f"{winner['value']} over {others} ({conflict['reason']})"
+            )
+        return "; ".join(lines)
 
 
 async def resolve(

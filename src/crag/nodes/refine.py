@@ -163,6 +163,18 @@ def _unit_vectors(ctx: Context, texts: Sequence[str]) -> dict[str, np.ndarray]:
     return dict(zip(unique, units, strict=True))
 
 
+def rate_strips(
+    strips: list[Strip], scores: Sequence[float], docs: Sequence[Passage], weights: Weights
+) -> None:
+    """Each strip's relevance, and its confidence: its relevance with its document's
+    other signals."""
+    by_id = {d["id"]: d for d in docs}
+    for strip, score in zip(strips, scores, strict=True):
+        strip["score"] = round(score, 4)
+        signals = signals_of(by_id[strip["doc_id"]], relevance=strip["score"])
+        strip["confidence"] = round(weights.of(signals), 4)
+
+
 def priority(ctx: Context, timely: str | None) -> str:
     """Which side leads the ambiguous path's context: the library (authority) or the
     web (freshness); `auto` follows the question's time-sensitivity."""
@@ -220,11 +232,7 @@ async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     texts = [s["text"] for s in strips]
     vectors = await asyncio.to_thread(_unit_vectors, ctx, texts)
     scores = await make_strip_grader(ctx).ascore(question, texts)
-    by_id = {d["id"]: d for d in docs}
-    for strip, score in zip(strips, scores, strict=True):
-        strip["score"] = round(score, 4)
-        doc_signals = signals_of(by_id[strip["doc_id"]], relevance=strip["score"])
-        strip["confidence"] = round(weights.of(doc_signals), 4)
+    rate_strips(strips, scores, docs, weights)
     pool, duplicates = deduplicate(
         candidates(strips, ctx.strip_threshold), vectors, ctx.dedup_threshold
     )
@@ -236,16 +244,8 @@ async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     detail = f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents"
     if duplicates:
         detail += f"; {duplicates} repeating a more confident strip dropped"
-    if settled.detail and not settled.conflicts:
-        detail += "; " + settled.detail.removesuffix(": ")
-    for conflict in settled.conflicts:
-        winner = next(v for v in conflict["values"] if v["doc_id"] == conflict["preferred"])
-        others = [v for v in conflict["values"] if v is not winner]
-        said = "; ".join(f"{v['source']}: {v['value']}" for v in others)
-        detail += (
-            f"; {settled.detail}sources disagree, preferred {winner['source']}: "
-            f"{winner['value']} over {said} ({conflict['reason']})"
-        )
+    if settled.said:
+        detail += f"; {settled.said}"
     return {
         **seen,
         "strips": strips,
