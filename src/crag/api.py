@@ -15,7 +15,7 @@ from crag.context import Context
 from crag.errors import StoreError
 from crag.graph import Graph, build, checked, compiled, graph
 from crag.prompts import partial_answer
-from crag.state import InputState, State, clean_question
+from crag.state import InputState, Passage, State, clean_question
 
 
 def make_context(context: Context | None = None, **overrides: Any) -> Context:
@@ -115,6 +115,27 @@ def ask(
     )
 
 
+#: What `summary` shows of each document: where it is from, and its confidence signals.
+DOCUMENT_KEYS = (
+    "source",
+    "page",
+    "url",
+    "similarity",
+    "score",
+    "completeness",
+    "recency",
+    "authority",
+    "confidence",
+    "date",
+    "dated_by",
+    "kind",
+)
+
+
+def _document(doc: Passage) -> dict[str, Any]:
+    return {key: doc[key] for key in DOCUMENT_KEYS if key in doc}  # type: ignore[literal-required]
+
+
 def summary(state: State) -> dict[str, Any]:
     """The stable, JSON-ready view of a run (what `crag ask --json` prints)."""
     path = state.get("path") or []
@@ -126,14 +147,8 @@ def summary(state: State) -> dict[str, Any]:
         "parts": state.get("parts") or [],
         "missing_terms": state.get("missing_terms") or [],
         "scores": state.get("scores") or [],
-        "documents": [
-            {
-                key: doc[key]  # type: ignore[literal-required,unused-ignore]
-                for key in ("source", "page", "similarity", "score")
-                if key in doc
-            }
-            for doc in state.get("docs") or []
-        ],
+        "documents": [_document(doc) for doc in state.get("docs") or []],
+        "web_documents": [_document(doc) for doc in state.get("web_docs") or []],
         "web_query": state.get("web_query") or None,
         "web_error": state.get("web_error") or None,
         "searched": state.get("searched") or [],
@@ -143,6 +158,8 @@ def summary(state: State) -> dict[str, Any]:
         "answered": bool(state.get("answered")),
         "support": state.get("support") or "none",
         "unsupported": state.get("unsupported") or [],
+        "confidence": state.get("confidence", 0.0),
+        "conflicts": state.get("conflicts") or [],
         "citations": state.get("citations") or [],
         "path": [step["node"] for step in path],
         "timings": {step["node"]: step["seconds"] for step in path},

@@ -23,11 +23,38 @@ from typing import Any, Literal
 ENV_PREFIX = "CRAG_"
 
 
+def _mapping(value: Any, annotation: Any) -> dict[str, Any]:
+    """A JSON object (or its text, as an environment variable holds it) as a mapping of
+    names to the field's value types: `{"forum": 0.2, "docs/vendor/": "blog"}`."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"expected a JSON object, got {value!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    kinds = typing.get_args(typing.get_args(annotation)[1]) or (typing.get_args(annotation)[1],)
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.strip():
+            raise ValueError(f"every key must be a non-empty text, got {key!r}")
+        if float in kinds and isinstance(item, int | float) and not isinstance(item, bool):
+            out[key] = float(item)
+        elif str in kinds and isinstance(item, str):
+            out[key] = item
+        else:
+            expected = " or ".join("a number" if k is float else "a text" for k in kinds)
+            raise ValueError(f"{key!r}: expected {expected}, got {item!r}")
+    return out
+
+
 def _coerce(raw: str, annotation: Any) -> Any:
     """Turn an environment string into the field's type, with a clear error."""
     if isinstance(annotation, str):  # postponed annotations
         annotation = eval(annotation, vars(typing) | {"Path": Path})
     origin = typing.get_origin(annotation)
+    if origin is dict:
+        return _mapping(raw, annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if origin in (typing.Union, types.UnionType):
         if raw.strip().lower() in ("", "none", "null"):
@@ -57,6 +84,8 @@ def _coerce(raw: str, annotation: Any) -> Any:
 
 def _typed(value: Any, annotation: Any) -> Any:
     """A JSON value as the field's type (text as an environment value would be read)."""
+    if typing.get_origin(annotation) is dict:
+        return _mapping(value, annotation)
     if isinstance(value, str):
         return _coerce(value, annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
@@ -76,6 +105,20 @@ def _typed(value: Any, annotation: Any) -> Any:
 
 
 SETTINGS_FILE = "settings.json"
+
+#: How far crag trusts a source by its kind (`Context.authority` changes any of them).
+#: A book in the user's library and a vendor's official documentation are edited and
+#: answerable for; news is edited but hurried; a blog is one author's view; a forum post
+#: is anyone's. A web result of unknown kind counts as a blog.
+AUTHORITY_OF_KIND: dict[str, float] = {
+    "library": 0.9,
+    "official": 0.9,
+    "news": 0.6,
+    "blog": 0.5,
+    "web": 0.5,
+    "forum": 0.2,
+}
+SIGNALS = ("relevance", "completeness", "recency", "authority")
 
 
 def load_settings(home: Path) -> dict[str, Any]:
@@ -241,6 +284,66 @@ class Context:
     )
     max_strips: int = field(default=8, metadata={"description": "At most this many strips kept."})
 
+    # --- confidence: what orders documents and strips, and settles conflicts ----------
+    weight_relevance: float = field(
+        default=0.6,
+        metadata={"description": "Weight of the grader's relevance score in the composite."},
+    )
+    weight_completeness: float = field(
+        default=0.1,
+        metadata={"description": "Weight of completeness (share of the question covered)."},
+    )
+    weight_recency: float = field(
+        default=0.2,
+        metadata={"description": "Weight of recency (the document's date, decaying)."},
+    )
+    weight_authority: float = field(
+        default=0.1,
+        metadata={"description": "Weight of authority (the source's kind, see `authority`)."},
+    )
+    timely_recency_weight: float = field(
+        default=0.5,
+        metadata={
+            "description": "The recency weight for a time-sensitive question ('latest', "
+            "'current', 'as of', a year), when it is higher than weight_recency."
+        },
+    )
+    recency_half_life_days: float = field(
+        default=365.0,
+        metadata={"description": "Age (days) at which a document's recency halves."},
+    )
+    authority: dict[str, float | str] = field(
+        default_factory=dict,
+        metadata={
+            "description": "Authority overrides, a JSON object: a kind (library, official, "
+            "news, blog, web, forum) to a number, or a source (file, folder/, glob, web "
+            "host or URL prefix) to a number or a kind."
+        },
+    )
+    dedup_threshold: float = field(
+        default=0.9,
+        metadata={
+            "description": "Strips whose embeddings' cosine reaches this (and that state "
+            "the same numbers and dates) are one fact: only the more confident one is kept."
+        },
+    )
+    conflicts: Literal["auto", "rule", "model", "off"] = field(
+        default="auto",
+        metadata={
+            "description": "Sources that give different values for the question: resolved by "
+            "`rule` (values read from the text), `model` (one chat model call, the rule if it "
+            "fails), `auto` (model unless chat_model=extractive) or `off`."
+        },
+    )
+    source_priority: Literal["auto", "internal-first", "web-first"] = field(
+        default="auto",
+        metadata={
+            "description": "Ambiguous path: which side leads the context, the library "
+            "(`internal-first`) or the web (`web-first`); `auto`: web first for a "
+            "time-sensitive question."
+        },
+    )
+
     # --- external search ------------------------------------------------------------
     external: str = field(
         default="local",
@@ -366,11 +469,22 @@ class Context:
             "cascade_low",
             "cascade_high",
             "fast_gap",
+            "dedup_threshold",
+            *(f"weight_{signal}" for signal in SIGNALS),
+            "timely_recency_weight",
         ):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:  # NaN fails too
                 raise bad(name, "must be a number from 0 to 1")
-        for name in ("timeout_s", "chat_timeout_s", "embeddings_timeout_s", "sql_timeout_s"):
+        if not sum(getattr(self, f"weight_{signal}") for signal in SIGNALS) > 0:
+            raise bad("weight_relevance", "the confidence weights must not all be 0")
+        for name in (
+            "timeout_s",
+            "chat_timeout_s",
+            "embeddings_timeout_s",
+            "recency_half_life_days",
+            "sql_timeout_s",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0 < value < math.inf:
                 raise bad(name, "must be a positive number of seconds")
@@ -399,6 +513,12 @@ class Context:
             self.sql_path = Path(self.sql_path).expanduser()
         if not 1 <= self.strip_sentences <= 3:
             raise bad("strip_sentences", "must be 1-3")
+        for key, value in self.authority.items():
+            if isinstance(value, str) and value not in AUTHORITY_OF_KIND:
+                kinds = ", ".join(AUTHORITY_OF_KIND)
+                raise bad("authority", f"{key!r}: unknown kind {value!r}; use {kinds} or 0-1")
+            if isinstance(value, float) and not 0.0 <= value <= 1.0:
+                raise bad("authority", f"{key!r}: must be a number from 0 to 1")
         if self.chunk_overlap >= self.chunk_size:
             raise bad("chunk_overlap", f"must be smaller than chunk_size={self.chunk_size}")
 

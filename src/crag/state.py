@@ -33,7 +33,17 @@ class Passage(TypedDict):
     published: NotRequired[str]  # an external result's date, as its source gave it
     query: NotRequired[str]  # the SQL statement a database row came from
     similarity: NotRequired[float]  # retrieval similarity in [0, 1]
-    score: NotRequired[float]  # grader relevance score in [0, 1]
+    score: NotRequired[float]  # grader relevance score in [0, 1]: the verdict's signal
+    # when the document was written (ISO date) and where crag read it: its text, its PDF
+    # metadata, the search result's date, or the file's modification time
+    date: NotRequired[str]
+    dated_by: NotRequired[Literal["text", "pdf", "published", "file"]]
+    kind: NotRequired[str]  # library, official, news, blog, web or forum
+    # the other confidence signals, each in [0, 1], and their weighted sum
+    completeness: NotRequired[float]  # share of the question the document covers
+    recency: NotRequired[float]  # 1 today, halving every half-life; 0.5 undated
+    authority: NotRequired[float]  # from its kind, or the user's override
+    confidence: NotRequired[float]  # the composite: orders documents and strips
 
 
 class Strip(TypedDict):
@@ -42,7 +52,23 @@ class Strip(TypedDict):
     doc_id: str
     position: int  # order within the refined context: (document rank, strip index)
     text: str
-    score: float
+    score: float  # relevance to the question
+    confidence: NotRequired[float]  # composite: its score with its document's other signals
+
+
+class ConflictValue(TypedDict):
+    doc_id: str
+    source: str
+    value: str
+
+
+class Conflict(TypedDict):
+    """Sources that give different values for the one thing the question asks."""
+
+    values: list[ConflictValue]
+    preferred: str  # the doc_id kept: the higher composite confidence
+    reason: str  # why it won: newer, more authoritative, ...
+    by: Literal["rule", "model"]
 
 
 class Part(TypedDict):
@@ -131,5 +157,7 @@ class State(InputState, total=False):
     # whether crag answered, and how far the evidence supports the answer
     answered: bool
     support: Support
+    confidence: float  # the composite confidence of the sources the answer cites
+    conflicts: list[Conflict]  # disagreements settled in refinement
     unsupported: list[str]  # what the question asks that the evidence does not show
     path: Annotated[list[Step], _merge_path]

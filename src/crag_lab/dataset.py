@@ -36,6 +36,11 @@ class Question(TypedDict):
     reference_answer: str
     support: list[Support]
     source: NotRequired[str]  # where its answer lives; see `crag_lab.protocol`
+    # conflict sets: the value an answer must give, the overruled value it must not, and
+    # whether the question's sources disagree at all (false: a control question)
+    expect: NotRequired[list[str]]
+    reject: NotRequired[list[str]]
+    conflict: NotRequired[bool]
 
 
 class Pair(TypedDict):
@@ -105,6 +110,16 @@ def load_questions(path: Path) -> list[Question]:
         }
         if row.get("source"):
             question["source"] = str(row["source"])
+        for key in ("expect", "reject"):
+            if key in row:
+                values = row[key]
+                if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                    raise ValueError(f"{where}: {key!r} must be a list of texts")
+                question[key] = [v for v in values if v.strip()]  # type: ignore[literal-required]
+        if "conflict" in row:
+            if not isinstance(row["conflict"], bool):
+                raise ValueError(f"{where}: 'conflict' must be true or false")
+            question["conflict"] = row["conflict"]
         questions.append(question)
     return questions
 

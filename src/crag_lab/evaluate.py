@@ -41,6 +41,16 @@ CONFIG_FIELDS = (
     "strip_threshold",
     "max_strips",
     "web_k",
+    "weight_relevance",
+    "weight_completeness",
+    "weight_recency",
+    "weight_authority",
+    "timely_recency_weight",
+    "recency_half_life_days",
+    "authority",
+    "dedup_threshold",
+    "conflicts",
+    "source_priority",
 )
 
 

@@ -234,6 +234,45 @@ def saved_by_library(record: Mapping[str, Any]) -> bool:
     )
 
 
+def conflict_metrics(
+    questions: Sequence[Question], records: Sequence[Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """On a conflict set (questions with `expect` or `conflict`): the share of questions
+    whose sources disagree that are resolved (the answer gives an `expect` value and no
+    `reject` value), the share where the answer names the conflict, and on the control
+    questions (sources that agree, or no single value asked) the share wrongly named one."""
+    rows = [
+        (q, r) for q, r in zip(questions, records, strict=True) if "conflict" in q or "expect" in q
+    ]
+    if not rows:
+        return None
+    disputed = [(q, r) for q, r in rows if q.get("conflict", True) and q.get("expect")]
+    controls = [(q, r) for q, r in rows if not q.get("conflict", True)]
+
+    def resolved(q: Question, r: Mapping[str, Any]) -> bool:
+        answer = str(r.get("answer", ""))
+        return (
+            bool(r.get("answered"))
+            and contains_any(answer, q.get("expect", []))
+            and not contains_any(answer, q.get("reject", []))
+        )
+
+    return {
+        "n": len(disputed),
+        "resolved": _rate([resolved(q, r) for q, r in disputed]),
+        "named": _rate([bool(r.get("conflicts")) for _, r in disputed]),
+        "controls": len(controls),
+        "false_conflicts": _rate([bool(r.get("conflicts")) for _, r in controls]),
+        "controls_answered": _rate(
+            [
+                contains_any(str(r.get("answer", "")), q["expect"])
+                for q, r in controls
+                if q.get("expect")
+            ]
+        ),
+    }
+
+
 def system_metrics(
     questions: Sequence[Question], records: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
@@ -310,6 +349,7 @@ def system_metrics(
         ),
         "web_search_rate": _rate([asked_outside(r) for _, r in ok]),
         "library_saves": sum(saved_by_library(r) for _, r in ok),
+        "conflicts": conflict_metrics([q for q, _ in ok], [r for _, r in ok]),
         "compression": {
             "context_tokens": sum(context_tokens),
             "retrieved_tokens": sum(retrieved_tokens),

@@ -32,6 +32,12 @@ DEFINITIONS = """\
 - **unsupported answers**: answerable questions answered although the context holds no support.
 - **compression**: tokens of the final context / tokens of everything fetched (library chunks
   and web results), summed over questions. Tokens are whitespace-separated words.
+- **conflicts** (a conflict set: questions with `expect` / `reject` / `conflict`):
+  *resolved*, the share of questions whose sources disagree where the answer gives an
+  `expect` value and no `reject` value; *named*, where crag reports the disagreement;
+  *controls: a conflict named*, on questions whose sources agree (or that ask for no
+  single value), the share where crag wrongly reports one. `crag-relevance` is crag on
+  relevance alone: composite weights (1, 0, 0, 0), no conflict resolution, library first.
 - **latency**: wall time of the whole question, in seconds, per verdict path.
 - **grader**: the run's grader as a classifier of the labelled pairs: a pair is predicted
   relevant when its score >= the threshold (`lower` decides good documents; `upper` decides
@@ -83,6 +89,18 @@ def systems_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
         row(
             "context tokens / question",
             lambda m: round(m["compression"]["context_tokens"] / max(1, m["n"])),
+        ),
+        *(
+            [
+                row("conflicts: resolved", lambda m: (m.get("conflicts") or {}).get("resolved")),
+                row("conflicts: named", lambda m: (m.get("conflicts") or {}).get("named")),
+                row(
+                    "controls: a conflict named",
+                    lambda m: (m.get("conflicts") or {}).get("false_conflicts"),
+                ),
+            ]
+            if any(m.get("conflicts") for m in systems.values())
+            else []
         ),
         row("latency p50 (s)", lambda m: m["latency"]["all"]["p50"]),
         row("latency p95 (s)", lambda m: m["latency"]["all"]["p95"]),

@@ -26,8 +26,20 @@ from crag_lab.records import failed_record, record_from_state
 
 log = logging.getLogger(__name__)
 
-SYSTEMS = ("crag", "naive", "tutorial")
+SYSTEMS = ("crag", "crag-relevance", "naive", "tutorial")
 Runner = Callable[[str, Context], Awaitable[dict[str, Any]]]
+
+#: crag judged on relevance alone, as before the composite confidence: documents and
+#: strips ordered by the grader's scores, no conflict resolution, the library first.
+RELEVANCE_ONLY: dict[str, Any] = {
+    "weight_relevance": 1.0,
+    "weight_completeness": 0.0,
+    "weight_recency": 0.0,
+    "weight_authority": 0.0,
+    "timely_recency_weight": 0.0,
+    "conflicts": "off",
+    "source_priority": "internal-first",
+}
 
 
 async def crag_system(question: str, ctx: Context) -> dict[str, Any]:
@@ -36,7 +48,16 @@ async def crag_system(question: str, ctx: Context) -> dict[str, Any]:
     return record_from_state(state, time.perf_counter() - started)
 
 
-RUNNERS: dict[str, Runner] = {"crag": crag_system, **BASELINES}
+async def crag_relevance_only(question: str, ctx: Context) -> dict[str, Any]:
+    """crag with composite weights (1, 0, 0, 0) and no conflict resolution."""
+    return await crag_system(question, ctx.with_overrides(**RELEVANCE_ONLY))
+
+
+RUNNERS: dict[str, Runner] = {
+    "crag": crag_system,
+    "crag-relevance": crag_relevance_only,
+    **BASELINES,
+}
 
 
 def parse_systems(raw: str) -> list[str]:

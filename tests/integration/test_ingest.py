@@ -231,3 +231,38 @@ def test_progress_lines_and_summary(library: Path, ctx: Context) -> None:
     tty = io.StringIO()
     ingest_path(ctx, library, embeddings=FakeEmbeddings(), on_event=Progress(tty, live=True))
     assert "\r" in tty.getvalue() and "files" in tty.getvalue()
+
+
+def test_chunks_carry_their_documents_date_and_kind(tmp_path: Path, ctx: Context) -> None:
+    import os
+
+    from crag.retrieval.library import hit_to_passage
+
+    lib = tmp_path / "dated"
+    (lib / "forum").mkdir(parents=True)
+    (lib / "forum" / "thread.md").write_text(
+        "# Sync drops\n\n*Posted on 3 October 2024.*\n\n" + _doc(TOPICS[0]), encoding="utf-8"
+    )
+    (lib / "page.md").write_text(
+        "<!-- source: https://docs.vendor.example/sync -->\n" + _doc(TOPICS[1]), encoding="utf-8"
+    )
+    (lib / "plain.txt").write_text(_doc(TOPICS[2]).replace("# ", ""), encoding="utf-8")
+    os.utime(lib / "plain.txt", (1_700_000_000, 1_700_000_000))  # 2023-11-14
+    summary = ingest_path(ctx, lib, embeddings=FakeEmbeddings())
+    assert summary.exit_code == 0
+    by_source = {m["source"]: m for m in _rows(ctx).values()}
+    forum, page, plain = by_source["forum/thread.md"], by_source["page.md"], by_source["plain.txt"]
+    assert (forum["date"], forum["dated_by"], forum["source_kind"]) == (
+        "2024-10-03",
+        "text",
+        "forum",
+    )
+    assert page["source_kind"] == "official" and page["dated_by"] == "file"
+    assert (plain["date"], plain["dated_by"]) == ("2023-11-14", "file")  # the last resort
+    assert "source_kind" not in plain and plain["kind"] == "text"  # the file type stays
+    passage = hit_to_passage({"id": "x", "text": "t", "metadata": forum}, origin="library")
+    assert (passage["date"], passage["dated_by"]) == ("2024-10-03", "text")
+    assert passage["kind"] == "forum"
+    # a chunk from a store ingested before dates were read is undated, not an error
+    old = hit_to_passage({"id": "y", "text": "t", "metadata": {"source": "a.pdf"}}, "library")
+    assert "date" not in old and "kind" not in old

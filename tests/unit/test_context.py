@@ -111,3 +111,61 @@ def test_the_cli_flag_equal_to_the_default_beats_the_environment(
     )
     ctx = context_from_args(args)
     assert (ctx.chat_model, ctx.k) == ("local", 5)
+
+
+def test_a_mapping_knob_from_arguments_env_and_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert Context(home=tmp_path).authority == {}
+    save_settings(tmp_path, {"authority": {"forum": 0.3, "vendor/docs/": "official"}})
+    assert Context(home=tmp_path).authority == {"forum": 0.3, "vendor/docs/": "official"}
+    monkeypatch.setenv("CRAG_AUTHORITY", '{"news.example": 1}')
+    assert Context(home=tmp_path).authority == {"news.example": 1.0}  # env beats settings
+    assert Context(home=tmp_path, authority={}).authority == {}  # an argument beats both
+    monkeypatch.setenv("CRAG_AUTHORITY", "forum=0.3")
+    with pytest.raises(ValueError, match=r"authority=.*CRAG_AUTHORITY.*expected a JSON object"):
+        Context(home=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ([["forum", 0.2]], "expected a JSON object, got list"),
+        ({"forum": 2}, "'forum': must be a number from 0 to 1"),
+        ({"forum": "trusted"}, "unknown kind 'trusted'"),
+        ({"forum": None}, "expected a number or a text, got None"),
+        ({"forum": True}, "expected a number or a text, got True"),
+        ({"": 0.5}, "every key must be a non-empty text"),
+    ],
+)
+def test_a_bad_authority_mapping_is_one_clear_error(value: object, why: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(why)):
+        Context(authority=value)  # type: ignore[arg-type]
+
+
+def test_confidence_knobs_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"weight_recency=1.5 .*from 0 to 1"):
+        Context(weight_recency=1.5)
+    no_weight = {f"weight_{s}": 0.0 for s in ("relevance", "completeness", "recency", "authority")}
+    with pytest.raises(ValueError, match="must not all be 0"):
+        Context(**no_weight)
+    with pytest.raises(ValueError, match="recency_half_life_days"):
+        Context(recency_half_life_days=0)
+    with pytest.raises(ValueError, match=r"conflicts='always' .*one of auto, rule, model, off"):
+        Context(conflicts="always")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="source_priority"):
+        Context(source_priority="web")  # type: ignore[arg-type]
+
+
+def test_the_authority_flag_takes_json() -> None:
+    import argparse
+
+    from crag.cli.options import add_context_flags, context_from_args
+
+    parser = argparse.ArgumentParser()
+    add_context_flags(parser)
+    args = parser.parse_args(["--authority", '{"forum": 0.1}', "--conflicts", "rule"])
+    ctx = context_from_args(args)
+    assert ctx.authority == {"forum": 0.1} and ctx.conflicts == "rule"
+    with pytest.raises(SystemExit):  # argparse names the choices
+        parser.parse_args(["--source-priority", "sideways"])

@@ -387,3 +387,52 @@ def test_sweep_honours_the_coverage_check() -> None:
     surface = sweep([[0.9]], ["ambiguous"], [0.5], [0.6], missing=[["tiktok"]])
     assert surface.accuracy[0, 0] == 1.0
     assert sweep([[0.9]], ["ambiguous"], [0.5], [0.6]).accuracy[0, 0] == 0.0
+
+
+# --- conflict sets ----------------------------------------------------------------------------
+
+
+def test_conflicts_resolved_named_and_false_alarms() -> None:
+    def q(i: str, conflict: bool, expect: list[str], reject: list[str]) -> Question:
+        return {**_q(i), "expect": expect, "reject": reject, "conflict": conflict}
+
+    questions = [
+        q("c1", True, ["5680"], ["5570"]),
+        q("c2", True, ["5680"], ["5570"]),
+        q("c3", True, ["256 MB"], ["512 MB"]),
+        q("k1", False, ["10 seconds"], []),
+    ]
+    conflict = [{"values": [], "preferred": "a", "reason": "it is newer", "by": "rule"}]
+    records = [
+        {**_record("correct", "Port 5680 [1].", []), "conflicts": conflict},
+        _record("correct", "Port 5680 [1], or 5570 [2].", []),  # both values: not resolved
+        {**_record("correct", NOT_FOUND, [], answered=False), "conflicts": conflict},
+        {**_record("correct", "Every 10 seconds.", []), "conflicts": conflict},  # a false alarm
+    ]
+    m = system_metrics(questions, records)["conflicts"]
+    assert m["n"] == 3 and m["controls"] == 1
+    assert m["resolved"] == pytest.approx(1 / 3)
+    assert m["named"] == pytest.approx(2 / 3)
+    assert m["false_conflicts"] == 1.0 and m["controls_answered"] == 1.0
+    assert system_metrics([_q("a")], [_record("correct", "x", [])])["conflicts"] is None
+
+
+def test_loading_checks_the_conflict_fields(tmp_path: Path) -> None:
+    path = tmp_path / "q.jsonl"
+    good = {**_q("a"), "expect": ["5680"], "reject": [], "conflict": True}
+    path.write_text(json.dumps(good) + "\n")
+    assert load_questions(path)[0]["expect"] == ["5680"]
+    path.write_text(json.dumps({**good, "expect": "5680"}) + "\n")
+    with pytest.raises(ValueError, match=r"q.jsonl:1: 'expect' must be a list of texts"):
+        load_questions(path)
+    path.write_text(json.dumps({**good, "conflict": "yes"}) + "\n")
+    with pytest.raises(ValueError, match=r"'conflict' must be true or false"):
+        load_questions(path)
+
+
+def test_relevance_only_is_a_system_of_its_own() -> None:
+    from crag_lab.runner import RELEVANCE_ONLY, parse_systems
+
+    assert parse_systems("crag,crag-relevance") == ["crag", "crag-relevance"]
+    ctx = Context(home=Path("/nonexistent-crag-home")).with_overrides(**RELEVANCE_ONLY)
+    assert (ctx.weight_relevance, ctx.weight_recency, ctx.conflicts) == (1.0, 0.0, "off")

@@ -242,3 +242,63 @@ def test_tiny_page_fragments_are_merged_or_dropped() -> None:
     assert len(chunks) == 1
     assert chunks[0].text.startswith("continued from before.")
     assert all(len(_norm(c.text)) > 20 for c in chunks)
+
+
+def test_a_documents_date_from_its_text_or_pdf_metadata(tmp_path: Path) -> None:
+    from datetime import UTC, date, datetime
+
+    from fpdf import FPDF
+
+    def pdf(text: str, created: datetime) -> Path:
+        doc = FPDF()
+        doc.set_creation_date(created)
+        doc.add_page()
+        doc.set_font("helvetica", size=11)
+        doc.multi_cell(0, 5, text)
+        path = tmp_path / f"d{len(list(tmp_path.iterdir()))}.pdf"
+        path.write_bytes(bytes(doc.output()))
+        return path
+
+    created = datetime(2023, 2, 10, 9, 0, tzinfo=UTC)
+    body = "A manual about backups. It mentions 1 May 2019 somewhere further down the page."
+    loaded = load_document(pdf("Backup manual\n\n" + body, created))
+    assert (loaded.date, loaded.dated_by) == (date(2023, 2, 10), "pdf")
+    # a date the text introduces beats the metadata (a PDF re-rendered later keeps it)
+    loaded = load_document(pdf("Backup manual\nLast updated: 3 May 2024.\n" + body, created))
+    assert (loaded.date, loaded.dated_by) == (date(2024, 5, 3), "text")
+
+
+def test_a_saved_web_page_declares_its_address_and_date(tmp_path: Path) -> None:
+    from datetime import date
+
+    page = tmp_path / "thread.md"
+    page.write_text(
+        "<!-- source: https://forum.vendor.example/t/sync/4182 (fictional) -->\n\n"
+        "# Sync drops\n\n*Thread started by someone on 3 October 2024.*\n\nText.\n"
+    )
+    loaded = load_document(page)
+    assert loaded.url == "https://forum.vendor.example/t/sync/4182"
+    assert (loaded.date, loaded.dated_by) == (date(2024, 10, 3), "text")
+    plain = tmp_path / "notes.txt"
+    plain.write_text("Notes on backups, kept since the release of 2019 and later.\n")
+    assert (load_document(plain).date, load_document(plain).url) == (None, "")
+
+
+def test_dates_as_text_and_metadata_write_them() -> None:
+    from datetime import date
+
+    from crag.grading.constraints import dates_in, document_date, read_date
+
+    assert read_date("D:20241003120000Z") == date(2024, 10, 3)
+    assert read_date("2024-10-03T12:00:00+02:00") == date(2024, 10, 3)
+    assert read_date("Thu, 03 Oct 2024 12:00:00 GMT") == date(2024, 10, 3)
+    assert read_date("Feb 25, 2018") == date(2018, 2, 25)
+    assert read_date("soon") is None and read_date("2024-02-31") is None
+    assert [d for _, d in dates_in("On 3rd Oct. 2024, or 2024/10/05; not May 2024.")] == [
+        date(2024, 10, 3),
+        date(2024, 10, 5),
+    ]
+    # the latest date a dating word introduces; else a byline's; else none
+    assert document_date("Published 1 Jan 2021. Revised: 12 May 2023.") == date(2023, 5, 12)
+    assert document_date("# Title\n\nBy Ann, 3 May 2022.\n\nBody.") == date(2022, 5, 3)
+    assert document_date("x" * 400 + " In 3 May 2022 the war ended.") is None

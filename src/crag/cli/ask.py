@@ -51,6 +51,18 @@ def sources(result: dict[str, Any]) -> list[str]:
     return ["sources:", *(f"  [{c['n']}] {where(c)}" for c in result["citations"])]
 
 
+def signals(doc: dict[str, Any]) -> str:
+    """A document's confidence and its signals, when refinement rated it."""
+    if "confidence" not in doc:
+        return ""
+    dated = doc.get("date") or "undated"
+    return (
+        f"  conf {doc['confidence']:.2f} (complete {doc.get('completeness', 0):.2f}, "
+        f"recent {doc.get('recency', 0):.2f} {dated}, "
+        f"authority {doc.get('authority', 0):.2f} {doc.get('kind', '?')})"
+    )
+
+
 def render(result: dict[str, Any]) -> str:
     lines = [
         f"verdict: {result['verdict']}  (grader: {result['grader']}, route: {result['route']})"
@@ -59,14 +71,21 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"  part: {part['text']}  {'covered' if part['covered'] else 'not covered'}")
     lines.append("retrieved:")
     for i, doc in enumerate(result["documents"], start=1):
-        lines.append(f"  {i}. score {doc.get('score', 0):.2f}  {where(doc, 'p.')}")
+        lines.append(f"  {i}. score {doc.get('score', 0):.2f}  {where(doc, 'p.')}{signals(doc)}")
     if result["web_query"]:
         lines.append(f"web query: {result['web_query']}")
     if result["searched"]:
         lines.append(f"searched: {'; '.join(result['searched'])}")
     if result["web_error"]:
         lines.append(f"external source failed: {result['web_error']}")
+    for i, doc in enumerate(result.get("web_documents") or [], start=1):
+        lines.append(f"  w{i}. score {doc.get('score', 0):.2f}  {where(doc)}{signals(doc)}")
+    for conflict in result.get("conflicts") or []:
+        said = "; ".join(f"{v['source']}: {v['value']}" for v in conflict["values"])
+        lines.append(f"sources disagree ({conflict['by']}): {said}")
     lines += ["", textwrap.fill(result["answer"], width=100), "", *sources(result)]
+    if result["answered"]:
+        lines.append(f"confidence: {result.get('confidence', 0):.2f}")
     total = sum(result["timings"].values())
     lines.append(f"path: {' -> '.join(result['path'])}  ({total:.1f}s)")
     return "\n".join(lines)

@@ -4,6 +4,7 @@ subcommand shares."""
 from __future__ import annotations
 
 import argparse
+import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -50,6 +51,26 @@ _FLAGS: list[tuple[str, str, Callable[[str], object], str]] = [
     ("--fast-gap", "fast_gap", float, "fast path: the best chunk's lead over the next"),
     ("--sql", "sql_path", Path, "a SQLite database for structured questions (read-only)"),
     ("--sql-max-rows", "sql_max_rows", positive_int(), "at most this many rows per SQL query"),
+    ("--weight-relevance", "weight_relevance", float, "confidence weight of relevance"),
+    ("--weight-completeness", "weight_completeness", float, "confidence weight of completeness"),
+    ("--weight-recency", "weight_recency", float, "confidence weight of recency"),
+    ("--weight-authority", "weight_authority", float, "confidence weight of authority"),
+    (
+        "--timely-recency-weight",
+        "timely_recency_weight",
+        float,
+        "recency weight for a time-sensitive question ('latest', 'current', a year)",
+    ),
+    ("--half-life", "recency_half_life_days", float, "days after which recency halves"),
+    ("--authority", "authority", str, "JSON object: kind or source -> 0-1 number or kind"),
+    ("--dedup-threshold", "dedup_threshold", float, "embedding cosine of duplicate strips"),
+    ("--conflicts", "conflicts", str, "sources that disagree: auto, rule, model or off"),
+    (
+        "--source-priority",
+        "source_priority",
+        str,
+        "ambiguous path: auto, internal-first or web-first",
+    ),
     ("--timeout", "timeout_s", float, "timeout of each external call (s)"),
     ("--chunk-size", "chunk_size", positive_int(100), "target chunk size in characters"),
     ("--chunk-overlap", "chunk_overlap", positive_int(0), "chunk overlap in characters"),
@@ -68,7 +89,13 @@ STORE_FIELDS = ("home", "chroma_url", "collection", "embeddings", "chunk_size", 
 
 def add_context_flags(parser: argparse.ArgumentParser, fields: Sequence[str] = RUN_FIELDS) -> None:
     group = parser.add_argument_group("configuration (overrides CRAG_* env vars)")
-    choices = {"grader": GRADERS.names(), "external": SOURCES.names()}
+    hints = typing.get_type_hints(Context, localns={"Path": Path})
+    choices: dict[str, Sequence[str]] = {
+        name: typing.get_args(hint)
+        for name, hint in hints.items()
+        if typing.get_origin(hint) is typing.Literal
+    }
+    choices |= {"grader": GRADERS.names(), "external": SOURCES.names()}
     for flag, dest, kind, text in _FLAGS:
         if dest in fields:
             group.add_argument(

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from crag.grading.constraints import constraints
+from crag.grading.timeliness import time_sensitive
 
 # Questions that ask for a value a table would hold: a price, a count, a spec.
 _STRUCTURED = re.compile(
@@ -21,20 +22,15 @@ _STRUCTURED = re.compile(
     r"rates?|sizes?|capacity|per (?:month|year|user|seat|hour|day))\b",
     re.IGNORECASE,
 )
-# Questions about the present state of something change their answer with time.
-_NOW = re.compile(
-    r"\b(?:latest|current(?:ly)?|newest|recent(?:ly)?|today|now|this (?:year|month|week)|"
-    r"as of|up[- ]to[- ]date)\b",
-    re.IGNORECASE,
-)
 
 
 def time_constraint(question: str) -> str | None:
-    """Why the question's answer depends on when it is asked, or None."""
-    if match := _NOW.search(question):
-        return f"asks for the {match.group(0).lower()}"
-    dated = [c.value for c in constraints(question) if c.kind in ("year", "date", "version")]
-    return f"names {', '.join(dated)}" if dated else None
+    """Why the question's answer depends on when it is asked, or None: it asks for the
+    present or names a year (`time_sensitive`), a date or a version."""
+    if when := time_sensitive(question):
+        return when
+    named = [c.value for c in constraints(question) if c.kind in ("date", "version")]
+    return f"names {', '.join(named)}" if named else None
 
 
 def structured(question: str) -> bool:

@@ -15,7 +15,10 @@ from crag.ingest.loaders import Page
 
 #: Bump when the text extraction or splitting rules change: it is part of every chunk
 #: id, so a new version re-indexes files instead of mixing old and new chunks.
-CHUNKER_VERSION = "2"  # 2: page markers and short documents' running lines dropped
+# 2: page markers and short documents' running lines dropped; 3: document dates and kinds
+# in the metadata (an ingest re-writes the chunks, reusing their vectors; until then
+# chunks without them read as undated)
+CHUNKER_VERSION = "3"
 
 #: Chunks with fewer word characters than this (a lone figure number, a stray
 #: heading) carry nothing worth retrieving.

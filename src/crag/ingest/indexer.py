@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,8 +34,17 @@ from langchain_core.embeddings import Embeddings
 from crag.context import Context
 from crag.errors import CragError, DamagedStore, IngestError, StoreError
 from crag.filelock import LockBusy, exclusive
+from crag.grading.confidence import detect_kind
 from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
-from crag.ingest.loaders import SUPPORTED, LoadError, kind_of, load_document, read_bytes, sha256_hex
+from crag.ingest.loaders import (
+    SUPPORTED,
+    LoadedDocument,
+    LoadError,
+    kind_of,
+    load_document,
+    read_bytes,
+    sha256_hex,
+)
 from crag.models.embeddings import make_embeddings
 from crag.retrieval.library import (
     check_home,
@@ -473,6 +483,7 @@ class Ingestor:
             "file_hash": file_hash,
             "version": version,
             "chunks": len(chunks),
+            **_provenance(doc, file, source),
         }
         written: list[str] = []
         try:
@@ -534,6 +545,21 @@ class Ingestor:
         self.summary.pruned = gone
         if gone:
             self._emit("pruned", sources=gone, chunks=self.summary.chunks_pruned)
+
+
+def _provenance(doc: LoadedDocument, file: Path, source: str) -> dict[str, str]:
+    """When the document was written and what kind of source it is, for the confidence
+    signals. The file's modification time dates it only when nothing else does."""
+    meta: dict[str, str] = {}
+    when, dated_by = doc.date, doc.dated_by
+    if when is None:
+        with contextlib.suppress(OSError, ValueError, OverflowError):
+            when, dated_by = date.fromtimestamp(file.stat().st_mtime), "file"
+    if when is not None:
+        meta["date"], meta["dated_by"] = when.isoformat(), dated_by
+    if kind := detect_kind(source, doc.url):
+        meta["source_kind"] = kind  # "kind" is the file's type (pdf, markdown, text)
+    return meta
 
 
 def _metadata(base: dict[str, Any], chunk: Chunk) -> dict[str, Any]:

@@ -11,7 +11,10 @@ import io
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
+
+from crag.grading.constraints import document_date, read_date
 
 #: Suffix → kind. Anything else in a folder is ignored.
 SUPPORTED: dict[str, str] = {
@@ -46,6 +49,34 @@ class LoadedDocument:
     pages: list[Page]  # pages with text, in order
     page_count: int  # physical pages, empty ones included
     warnings: list[str] = field(default_factory=list)
+    date: date | None = None  # when it was written, as its text or metadata says
+    dated_by: str = ""  # "text" or "pdf"
+    url: str = ""  # where a saved web page came from, as its head declares it
+
+
+def dating(text: str, metadata: str = "") -> tuple[date | None, str]:
+    """A document's date: the one its text introduces ("Last updated 3 May 2024"), else
+    its PDF metadata (modification, else creation), else a date in its opening lines."""
+    if when := document_date(text, byline=0):
+        return when, "text"
+    if metadata and (when := read_date(metadata)):
+        return when, "pdf"
+    if when := document_date(text):
+        return when, "text"
+    return None, ""
+
+
+# `<!-- source: https://... -->`, or a `source:` / `url:` line in front matter
+_PROVENANCE = re.compile(
+    r"^[ \t]*(?:<!--[ \t]*)?(?:source|url|original[ \t]+url)[ \t]*:[ \t]*(https?://[^\s>]+)",
+    re.I | re.M,
+)
+
+
+def provenance(text: str) -> str:
+    """The web address a saved page declares at its top, if any."""
+    m = _PROVENANCE.search(text[:2000])
+    return m.group(1).rstrip(".,;)") if m else ""
 
 
 def kind_of(path: Path) -> str | None:
@@ -169,16 +200,26 @@ def _load_pdf(path: Path, data: bytes) -> LoadedDocument:
             "(scanned or image-only PDF? run OCR first)",
         )
 
-    title = ""
+    title, stamp = "", ""
     try:
         meta = reader.metadata
         title = " ".join(str(meta.title or "").split()) if meta is not None else ""
+        if meta is not None:
+            stamp = str(meta.get("/ModDate") or meta.get("/CreationDate") or "")
     except Exception:
         title = ""
     if not title or _JUNK_TITLE.match(title):
         title = path.stem
+    when, dated_by = dating(pages[0].text, stamp)
     return LoadedDocument(
-        path=path, kind="pdf", title=title, pages=pages, page_count=n_pages, warnings=warnings
+        path=path,
+        kind="pdf",
+        title=title,
+        pages=pages,
+        page_count=n_pages,
+        warnings=warnings,
+        date=when,
+        dated_by=dated_by,
     )
 
 
@@ -266,6 +307,7 @@ def markdown_title(text: str) -> str | None:
 def _load_text(path: Path, data: bytes, kind: str) -> LoadedDocument:
     warnings: list[str] = []
     text = _decode(path, data, warnings)
+    url = provenance(text)
     title = None
     if kind == "markdown":
         # Files often open with a provenance/licence comment: not content.
@@ -275,6 +317,7 @@ def _load_text(path: Path, data: bytes, kind: str) -> LoadedDocument:
     if not text:
         what = "only comments and whitespace" if kind == "markdown" else "only whitespace"
         raise LoadError(path, f"no text to index ({what})")
+    when, dated_by = dating(text)
     return LoadedDocument(
         path=path,
         kind=kind,
@@ -282,4 +325,7 @@ def _load_text(path: Path, data: bytes, kind: str) -> LoadedDocument:
         pages=[Page(number=1, label=None, text=text)],
         page_count=1,
         warnings=warnings,
+        date=when,
+        dated_by=dated_by,
+        url=url,
     )

@@ -20,6 +20,7 @@ from langgraph.runtime import Runtime
 from crag import prompts
 from crag.context import Context
 from crag.directives import without_directives
+from crag.grading.conflicts import disagreement
 from crag.grading.constraints import Check, Constraint, check, constraints
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
@@ -89,7 +90,7 @@ def extractive_answer(
     limit: int = 3,
     asked: Sequence[Constraint] = (),
 ) -> str:
-    """No LLM: the best-scoring kept strips, each with its citation.
+    """No LLM: the most confident kept strips, each with its citation.
 
     Library and web strips take turns, so a partial answer shows both halves; strips
     that meet more of the question's constraints (`asked`) go first.
@@ -98,7 +99,7 @@ def extractive_answer(
     for c, strips in numbered:
         for s in strips:
             by_origin.setdefault(c["origin"], []).append(
-                (s["score"], s["position"], c["n"], s["text"])
+                (s.get("confidence", s["score"]), s["position"], c["n"], s["text"])
             )
     met = {t[3]: len(check(asked, [t[3]]).met) for picks in by_origin.values() for t in picks}
     queues = [sorted(items, key=lambda t: (-met[t[3]], -t[0])) for items in by_origin.values()]
@@ -151,8 +152,51 @@ def declined(reason: str, detail: str, unsupported: Sequence[str] = ()) -> dict[
         "answered": False,
         "support": "none",
         "unsupported": list(unsupported),
+        "confidence": 0.0,
         **note(detail),
     }
+
+
+def _seen(state: State) -> list[Passage]:
+    """Every document of the run: library chunks and web results."""
+    return [*(state.get("docs") or []), *(state.get("web_docs") or [])]
+
+
+def confidence_of(
+    citations: Sequence[Citation], numbered: list[tuple[Citation, list[Strip]]], docs: list[Passage]
+) -> float:
+    """The answer's confidence: the mean composite confidence of the sources it cites
+    (each source by its most confident cited chunk)."""
+    by_id = {d["id"]: d for d in docs}
+    values = [
+        max(
+            by_id[s["doc_id"]].get("confidence", by_id[s["doc_id"]].get("score", 0.0))
+            for s in strips
+        )
+        for c, strips in numbered
+        if c in citations and strips
+    ]
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def with_conflicts(
+    update: dict[str, Any], state: State, numbered: list[tuple[Citation, list[Strip]]]
+) -> dict[str, Any]:
+    """The answer, its confidence, and a sentence for each conflict between sources that
+    refinement settled: which source crag preferred, and why."""
+    docs = _seen(state)
+    update["confidence"] = confidence_of(update["citations"], numbered, docs)
+    conflicts = state.get("conflicts") or []
+    if not conflicts:
+        return update
+
+    def number_of(doc_id: str) -> int | None:
+        return next(
+            (c["n"] for c, strips in numbered if any(s["doc_id"] == doc_id for s in strips)), None
+        )
+
+    said = " ".join(disagreement(c, number_of) for c in conflicts)
+    return {**update, "answer": f"{update['answer']} {said}".strip()}
 
 
 def near_miss(result: Check) -> str:
@@ -243,10 +287,19 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 async def answer(state: State, ctx: Context) -> dict[str, Any]:
-    """The answer's state update: answered, declined, or a near miss said as such."""
+    """The answer's state update: answered, declined, or a near miss said as such; an
+    answer says where its sources disagreed."""
+    update = await _answer(state, ctx)
+    if not update["answered"]:
+        return update
+    numbered = number_sources(state.get("kept_strips") or [], _seen(state))
+    return with_conflicts(update, state, numbered)
+
+
+async def _answer(state: State, ctx: Context) -> dict[str, Any]:
     question = state["question"]
     kept = state.get("kept_strips") or []
-    docs = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
+    docs = _seen(state)
     if not kept:
         failed = state.get("web_error")
         reason = f"(The external source failed: {failed})" if failed else ""

@@ -3,17 +3,29 @@
 Documents are cut into strips of a few sentences, every strip of the question is
 scored in one batch, strips under the threshold are dropped (each document keeps its
 best one), the best few kept, and the survivors rejoined in their original order.
+
+Relevance decides what may enter (the threshold); the composite confidence
+(`crag.grading.confidence`) decides the order: documents are read most confident
+first, a strip that repeats another's fact gives way to the more confident one, and a
+source that disagrees with a more confident one on the question's value is dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from langgraph.runtime import Runtime
 
 from crag.context import Context
 from crag.directives import without_directives
+from crag.grading.confidence import Weights, rate, signals_of, weights_for
+from crag.grading.conflicts import resolve
+from crag.grading.constraints import stated
 from crag.grading.registry import make_strip_grader
+from crag.models.embeddings import make_embeddings
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Passage, State, Strip
 from crag.text import strips_of
@@ -72,19 +84,35 @@ def best_of_each_document(ranked: list[Strip]) -> list[Strip]:
     return best
 
 
+def rank_key(strip: Strip) -> tuple[float, int]:
+    """Most confident first (relevance alone for a strip not rated yet), then reading order."""
+    return -strip.get("confidence", strip["score"]), strip["position"]
+
+
+def candidates(strips: list[Strip], threshold: float) -> list[Strip]:
+    """The strips that may enter the context: those whose relevance reaches the
+    threshold, most confident first, then each other document's most relevant one."""
+    passing = sorted((s for s in strips if s["score"] >= threshold), key=rank_key)
+    by_score = sorted(strips, key=lambda s: (-s["score"], s["position"]))
+    extra = [s for s in best_of_each_document(by_score) if s not in passing]
+    return passing + sorted(extra, key=rank_key)
+
+
 def select(
     strips: list[Strip], threshold: float, max_strips: int, split_at: int | None = None
 ) -> list[Strip]:
     """Strips at or above the threshold and each document's best, the best `max_strips`
-    of them, back in reading order.
+    of them, back in reading order."""
+    return pick(candidates(strips, threshold), max_strips, split_at)
 
-    With `split_at` (the first external document's rank, on the ambiguous path), each
-    side gets half the places before the rest go by score: the library answers part
-    of the question and the web the rest, so neither may crowd the other out.
+
+def pick(passing: list[Strip], max_strips: int, split_at: int | None = None) -> list[Strip]:
+    """The best `max_strips` of the candidates (most confident first), in reading order.
+
+    With `split_at` (the rank of the first document of the second side, on the ambiguous
+    path), each side gets half the places before the rest go by confidence: the library
+    answers part of the question and the web the rest, so neither may crowd the other out.
     """
-    ranked = sorted(strips, key=lambda s: (-s["score"], s["position"]))
-    passing = [s for s in ranked if s["score"] >= threshold]
-    passing += [s for s in best_of_each_document(ranked) if s not in passing]
     best: list[Strip] = []
     if split_at is not None:
         for external in (False, True):
@@ -94,26 +122,136 @@ def select(
     return sorted(best, key=lambda s: s["position"])
 
 
+def _same_values(a: str, b: str) -> bool:
+    """Whether two texts state the same numbers, years, dates and versions: two strips
+    alike in wording but not in figures are a disagreement, never a duplicate."""
+    return all(stated(a, kind) == stated(b, kind) for kind in ("number", "date", "version"))
+
+
+def deduplicate(
+    ranked: list[Strip], vectors: dict[str, np.ndarray], threshold: float
+) -> tuple[list[Strip], int]:
+    """The strips without those that repeat a more confident one (`ranked` best first):
+    cosine of their embeddings >= threshold and the same figures. Returns the strips
+    kept and how many were dropped."""
+    kept: list[Strip] = []
+    for strip in ranked:
+        mine = vectors.get(strip["text"])
+        if mine is not None and any(
+            (theirs := vectors.get(other["text"])) is not None
+            and float(mine @ theirs) >= threshold
+            and _same_values(strip["text"], other["text"])
+            for other in kept
+        ):
+            continue
+        kept.append(strip)
+    return kept, len(ranked) - len(kept)
+
+
+def _unit_vectors(ctx: Context, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each text's embedding, normalised; remembered by the embedder, so the strip
+    grader that scores the same texts next embeds nothing again."""
+    unique = list(dict.fromkeys(texts))
+    if not unique:
+        return {}
+    embedder = make_embeddings(
+        ctx.embeddings, threads=ctx.threads, timeout_s=ctx.embeddings_timeout_s
+    )
+    vectors = np.asarray(embedder.embed_documents(unique), dtype=np.float32)
+    embedder.remember(unique, [v.copy() for v in vectors])
+    units = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True).clip(min=1e-9)
+    return dict(zip(unique, units, strict=True))
+
+
+def rate_strips(
+    strips: list[Strip], scores: Sequence[float], docs: Sequence[Passage], weights: Weights
+) -> None:
+    """Each strip's relevance, and its confidence: its relevance with its document's
+    other signals."""
+    by_id = {d["id"]: d for d in docs}
+    for strip, score in zip(strips, scores, strict=True):
+        strip["score"] = round(score, 4)
+        signals = signals_of(by_id[strip["doc_id"]], relevance=strip["score"])
+        strip["confidence"] = round(weights.of(signals), 4)
+
+
+def priority(ctx: Context, timely: str | None) -> str:
+    """Which side leads the ambiguous path's context: the library (authority) or the
+    web (freshness); `auto` follows the question's time-sensitivity."""
+    if ctx.source_priority != "auto":
+        return ctx.source_priority
+    return "web-first" if timely else "internal-first"
+
+
+def ordered(
+    state: State, ctx: Context, weights: Weights, lead: str
+) -> tuple[list[Passage], dict[str, Passage], int | None]:
+    """The knowledge to refine, rated and most confident first (each side on its own on
+    the ambiguous path, the leading side first); every document seen, rated, by id; and
+    the rank where the second side starts (None off the ambiguous path)."""
+    question = state["question"]
+    seen = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
+    # a decomposed question is complete when each of its parts is covered
+    parts = [p["text"] for p in state.get("parts") or []] or None
+    rated = {d["id"]: d for d in rate(seen, question, ctx, weights, parts=parts)}
+    docs = [rated.get(d["id"], d) for d in knowledge_for(state, ctx.lower)]
+
+    def by_confidence(side: list[Passage]) -> list[Passage]:
+        return sorted(side, key=lambda d: -d.get("confidence", 0.0))
+
+    if state.get("verdict") != "ambiguous":
+        return by_confidence(docs), rated, None
+    library = by_confidence([d for d in docs if d["origin"] == "library"])
+    web = by_confidence([d for d in docs if d["origin"] != "library"])
+    first, second = (library, web) if lead == "internal-first" else (web, library)
+    return first + second, rated, len(first)
+
+
 @recorded
 async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    docs = knowledge_for(state, ctx.lower)
+    question = state["question"]
+    weights, timely = weights_for(ctx, question)
+    lead = priority(ctx, timely)
+    docs, rated, split_at = ordered(state, ctx, weights, lead)
+    seen = {
+        "docs": [rated.get(d["id"], d) for d in state.get("docs") or []],
+        "good_docs": [rated.get(d["id"], d) for d in state.get("good_docs") or []],
+        "web_docs": [rated.get(d["id"], d) for d in state.get("web_docs") or []],
+    }
+    notes = [f"recency weight {weights.recency:g}: time-sensitive, {timely}"] if timely else []
+    if split_at is not None:
+        notes.append(lead)
     if not ctx.refine:  # whole documents, still without sentences that give orders
         whole: list[Strip] = [
             {"doc_id": d["id"], "position": position(r, 0), "text": text, "score": 1.0}
             for r, d in enumerate(docs)
             if (text := " ".join(strips_of(without_directives(d["text"]), 3)))
         ]
-        return {"strips": whole, "kept_strips": whole, **note(f"off: {len(whole)} whole documents")}
+        detail = "; ".join([f"off: {len(whole)} whole documents", *notes])
+        return {**seen, "strips": whole, "kept_strips": whole, "conflicts": [], **note(detail)}
     strips = decompose(docs, ctx.strip_sentences)
-    grader = make_strip_grader(ctx)
-    scores = await grader.ascore(state["question"], [s["text"] for s in strips])
-    for strip, score in zip(strips, scores, strict=True):
-        strip["score"] = round(score, 4)
-    split_at = len(state.get("good_docs") or []) if state.get("verdict") == "ambiguous" else None
-    kept = select(strips, ctx.strip_threshold, ctx.max_strips, split_at)
+    texts = [s["text"] for s in strips]
+    vectors = await asyncio.to_thread(_unit_vectors, ctx, texts)
+    scores = await make_strip_grader(ctx).ascore(question, texts)
+    rate_strips(strips, scores, docs, weights)
+    pool, duplicates = deduplicate(
+        candidates(strips, ctx.strip_threshold), vectors, ctx.dedup_threshold
+    )
+    settled = await resolve(question, strips, docs, ctx, weights)
+    # the preferred source's statement of the value leads, even if it scored low
+    pool = settled.evidence + [s for s in pool if s not in settled.evidence]
+    pool = [s for s in pool if s["doc_id"] not in settled.dropped]
+    kept = pick(pool, ctx.max_strips, split_at)
+    detail = f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents"
+    if duplicates:
+        detail += f"; {duplicates} repeating a more confident strip dropped"
+    if settled.said:
+        detail += f"; {settled.said}"
     return {
+        **seen,
         "strips": strips,
         "kept_strips": kept,
-        **note(f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents"),
+        "conflicts": settled.conflicts,
+        **note("; ".join([detail, *notes])),
     }

@@ -998,4 +998,10 @@ def hit_to_passage(hit: dict[str, Any], origin: Origin) -> Passage:
         passage["title"] = str(meta["title"])
     if meta.get("url"):
         passage["url"] = str(meta["url"])
+    if meta.get("date"):  # chunks ingested before dates were read have none: undated
+        passage["date"] = str(meta["date"])
+        if meta.get("dated_by") in ("text", "pdf", "published", "file"):
+            passage["dated_by"] = meta["dated_by"]
+    if meta.get("source_kind"):
+        passage["kind"] = str(meta["source_kind"])
     return passage

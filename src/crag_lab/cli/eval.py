@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--systems",
         default="crag,naive,tutorial",
-        help="comma-separated: crag, naive, tutorial (default all three)",
+        help="comma-separated: crag, crag-relevance (relevance only: no recency, authority, "
+        "completeness or conflict resolution), naive, tutorial (default: crag,naive,tutorial)",
     )
     parser.add_argument(
         "--grid-step", type=grid_step(), default=0.05, help="threshold grid step of the surface"

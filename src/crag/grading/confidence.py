@@ -1,0 +1,261 @@
+"""Composite confidence: relevance, and how complete, recent and authoritative a source is.
+
+CRAG's verdict rests on relevance alone, and stays so. But two relevant sources are not
+worth the same: one covers the whole question and the other a word of it, one was
+written last month and the other three years ago, one is the vendor's documentation and
+the other a forum post. Each signal is a number in [0, 1]; their weighted sum (weights
+in `Context`, normalised to sum 1) orders documents and strips, picks the better of two
+near-duplicate strips and settles conflicts between sources.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from fnmatch import fnmatch
+from urllib.parse import urlsplit
+
+from crag.context import AUTHORITY_OF_KIND, SIGNALS, Context
+from crag.grading.constraints import read_date
+from crag.grading.coverage import key_terms
+from crag.grading.timeliness import time_sensitive
+from crag.state import Passage
+from crag.text import folded_words, stem
+
+#: The signal of a document nothing is known about: neither favoured nor buried.
+NEUTRAL = 0.5
+
+
+# --- completeness -----------------------------------------------------------------------------
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(w) for w in folded_words(text.replace("-", " "))}
+
+
+def completeness(parts: Sequence[str], text: str) -> float:
+    """The share of the question a text covers. `parts` are the question's key terms
+    (`key_terms`) or its sub-questions: a term is covered when the text names it, a
+    sub-question by the share of its own key terms the text names. No parts: neutral."""
+    if not parts:
+        return NEUTRAL
+    have = _stems(text)
+    shares = []
+    for part in parts:
+        terms = key_terms(part) if len(part.split()) > 1 else [part]
+        found = [bool(_stems(t)) and _stems(t) <= have for t in terms]
+        shares.append(sum(found) / len(found) if found else 0.0)
+    return sum(shares) / len(shares)
+
+
+# --- recency ----------------------------------------------------------------------------------
+
+
+def recency(when: date | None, today: date, half_life_days: float) -> float:
+    """1 for a document of today (or a date ahead), halving every half-life; an undated
+    document is neutral, as old as one half-life."""
+    if when is None:
+        return NEUTRAL
+    age = max(0, (today - when).days)
+    return float(0.5 ** (age / half_life_days))
+
+
+def dated(passage: Passage) -> tuple[date | None, str]:
+    """When a document was written and where that was read: a search result's own date
+    first (it is the page's), then the date found at ingest."""
+    if (published := passage.get("published")) and (when := read_date(published)):
+        return when, "published"
+    if (iso := passage.get("date")) and (when := read_date(iso)):
+        return when, passage.get("dated_by", "text")
+    return None, ""
+
+
+# --- authority --------------------------------------------------------------------------------
+
+# Kinds by the words of a web address or file path: general conventions of the web
+# (forum.x, /t/123, /questions/, blog.x, /blog/, docs.x, /docs/, readthedocs) and of how
+# people name folders of saved pages. Checked in this order: a forum under /docs/ is a forum.
+_KIND_WORDS: list[tuple[str, frozenset[str]]] = [
+    (
+        "forum",
+        frozenset(
+            "forum forums community discuss discussion discussions discourse thread threads "
+            "questions answers qa t topic topics talk board boards".split()
+        ),
+    ),
+    ("blog", frozenset("blog blogs weblog posts".split())),
+    ("news", frozenset("news press newsroom".split())),
+    (
+        "official",
+        frozenset(
+            "docs doc documentation manual manuals handbook reference guide guides spec "
+            "specification official developer developers learn kb".split()
+        ),
+    ),
+]
+_KIND_HOSTS = {
+    "forum": tuple(
+        "stackoverflow.com stackexchange.com superuser.com serverfault.com reddit.com "
+        "quora.com discord.com".split()
+    ),
+    "blog": ("medium.com", "substack.com", "wordpress.com", "blogspot.com", "dev.to"),
+    "official": ("readthedocs.io", "readthedocs.org"),
+}
+# A file's own words are split at these; "t" and "qa" count only as whole path parts.
+_SPLIT = re.compile(r"[/_\-.\s]+")
+
+
+def detect_kind(source: str = "", url: str = "") -> str | None:
+    """A source's kind from its web address (host labels and path parts), else from the
+    words of its file path; None when neither says."""
+    if url:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        host = (parts.hostname or "").lower()
+        for kind, hosts in _KIND_HOSTS.items():
+            if any(host == h or host.endswith("." + h) for h in hosts):
+                return kind
+        labels = host.split(".")[:-2] if host.count(".") >= 2 else []  # forum.x.com: "forum"
+        segments = [s for s in parts.path.lower().split("/") if s]
+        for kind, names in _KIND_WORDS:
+            if any(label in names for label in labels) or any(s in names for s in segments):
+                return kind
+        return None
+    if not source:
+        return None
+    path = source.lower().rsplit(".", 1)[0] if "." in source.rsplit("/", 1)[-1] else source
+    words = [w for w in _SPLIT.split(path.lower()) if len(w) > 2]  # "t", "qa": web paths only
+    for kind, names in _KIND_WORDS:
+        if any(w in names for w in words):
+            return kind
+    return None
+
+
+def _matches(key: str, source: str, url: str) -> bool:
+    """Whether an override names this source: a URL prefix, a glob, a file, a folder
+    (with or without its trailing /), or a web host with its subdomains."""
+    if "://" in key:
+        return bool(url) and url.startswith(key)
+    if any(ch in key for ch in "*?["):
+        return fnmatch(source, key) or (bool(url) and fnmatch(url, key))
+    folder = key.rstrip("/")
+    if source == key or (folder and source.startswith(folder + "/")):
+        return True
+    host = (urlsplit(url).hostname or "").lower() if url else ""
+    return bool(host) and (host == key.lower() or host.endswith("." + key.lower()))
+
+
+def authority(passage: Passage, overrides: Mapping[str, float | str]) -> tuple[float, str]:
+    """A source's authority and kind. The user's override for the most specific pattern
+    naming the source wins (a number, or a kind); else its kind's value: the kind read
+    at ingest, from its web address, or its origin (library / web)."""
+    source, url = passage.get("source", ""), passage.get("url", "")
+    kind = (
+        passage.get("kind")
+        or (detect_kind(url=url) if url else None)
+        or ("library" if passage.get("origin") == "library" else "web")
+    )
+    table = dict(AUTHORITY_OF_KIND)
+    for key, value in overrides.items():
+        if key in AUTHORITY_OF_KIND:
+            table[key] = AUTHORITY_OF_KIND[value] if isinstance(value, str) else value
+    named = [k for k in overrides if k not in AUTHORITY_OF_KIND and _matches(k, source, url)]
+    if named:
+        value = overrides[max(named, key=len)]
+        if isinstance(value, str):
+            kind = value
+        else:
+            return float(value), kind
+    return table.get(kind, table["web"]), kind
+
+
+# --- the composite ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Weights:
+    relevance: float
+    completeness: float
+    recency: float
+    authority: float
+
+    def of(self, signals: Mapping[str, float]) -> float:
+        """The weighted mean of the signals (weights normalised to sum 1)."""
+        pairs = [(getattr(self, name), signals.get(name, NEUTRAL)) for name in SIGNALS]
+        total = sum(w for w, _ in pairs)
+        return sum(w * s for w, s in pairs) / total if total else NEUTRAL
+
+
+def weights_for(ctx: Context, question: str) -> tuple[Weights, str | None]:
+    """The run's weights for this question, and why recency weighs more when it does."""
+    timely = time_sensitive(question)
+    boost = timely is not None and ctx.timely_recency_weight > ctx.weight_recency
+    weights = Weights(
+        relevance=ctx.weight_relevance,
+        completeness=ctx.weight_completeness,
+        recency=ctx.timely_recency_weight if boost else ctx.weight_recency,
+        authority=ctx.weight_authority,
+    )
+    return weights, timely
+
+
+def signals_of(passage: Passage, relevance: float | None = None) -> dict[str, float]:
+    """The four signals of a rated passage (`relevance` instead of its own: a strip's)."""
+    return {
+        "relevance": passage.get("score", 0.0) if relevance is None else relevance,
+        "completeness": passage.get("completeness", NEUTRAL),
+        "recency": passage.get("recency", NEUTRAL),
+        "authority": passage.get("authority", NEUTRAL),
+    }
+
+
+def rate(
+    passages: Sequence[Passage],
+    question: str,
+    ctx: Context,
+    weights: Weights,
+    *,
+    parts: Sequence[str] | None = None,
+    today: date | None = None,
+) -> list[Passage]:
+    """The passages with their signals and composite confidence. `parts`: what
+    completeness measures (default: the question's key terms)."""
+    today = today or date.today()
+    wanted = list(parts) if parts is not None else key_terms(question)
+    rated: list[Passage] = []
+    for p in passages:
+        when, how = dated(p)
+        value, kind = authority(p, ctx.authority)
+        out: Passage = {
+            **p,
+            "kind": kind,
+            "completeness": round(completeness(wanted, p["text"]), 4),
+            "recency": round(recency(when, today, ctx.recency_half_life_days), 4),
+            "authority": round(value, 4),
+        }
+        if when is not None:
+            out["date"], out["dated_by"] = when.isoformat(), how  # type: ignore[typeddict-item]
+        out["confidence"] = round(weights.of(signals_of(out)), 4)
+        rated.append(out)
+    return rated
+
+
+def why_preferred(winner: Passage, loser: Passage, weights: Weights) -> str:
+    """The signal that most sets the winner above the loser, in words."""
+    a, b = signals_of(winner), signals_of(loser)
+    gains = {name: getattr(weights, name) * (a[name] - b[name]) for name in SIGNALS}
+    best = max(gains, key=lambda name: gains[name])
+    if gains[best] <= 0:
+        return "it comes first in the source priority"
+    if best == "recency":
+        theirs = loser.get("date") or "undated"
+        return f"it is newer ({winner.get('date') or 'undated'}, the other {theirs})"
+    if best == "authority":
+        return (
+            f"it is more authoritative ({winner.get('kind', '?')}, "
+            f"the other {loser.get('kind', '?')})"
+        )
+    if best == "completeness":
+        return "it covers more of the question"
+    return "it is more relevant to the question"
