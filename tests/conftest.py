@@ -30,6 +30,11 @@ DROPPED_ENV = (
 )
 
 
+#: Tests ask the same questions again and again, of the graph: the answer cache would
+#: serve them. Its own tests switch it on (`cache=True`, or by dropping this variable).
+TEST_ENV = {"CRAG_CACHE": "false"}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def offline_env() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
@@ -37,6 +42,8 @@ def offline_env() -> Iterator[None]:
             mp.setenv(key, value)
         for key in DROPPED_ENV:
             mp.delenv(key, raising=False)
+        for key, value in TEST_ENV.items():
+            mp.setenv(key, value)
         yield
 
 

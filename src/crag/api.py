@@ -11,7 +11,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StreamMode
 
 from crag.aio import run_sync
-from crag.context import Context
+from crag.context import DEFAULT_TENANT, Context
 from crag.errors import StoreError
 from crag.graph import Graph, build, checked, compiled, graph
 from crag.prompts import partial_answer
@@ -120,6 +120,8 @@ def summary(state: State) -> dict[str, Any]:
     path = state.get("path") or []
     return {
         "question": state.get("question", ""),
+        "tenant": state.get("tenant") or DEFAULT_TENANT,
+        "cached": bool(state.get("cached")),
         "verdict": state.get("verdict"),
         "grader": state.get("grader"),
         "missing_terms": state.get("missing_terms") or [],

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -21,6 +22,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 ENV_PREFIX = "CRAG_"
+#: The tenant of a single-user library (and of chunks ingested before tenants existed).
+DEFAULT_TENANT = "default"
+_TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def _coerce(raw: str, annotation: Any) -> Any:
@@ -119,6 +123,14 @@ class Context:
         metadata={"description": "Chroma server URL (http://host:port); embedded store if unset."},
     )
     collection: str = field(default="books", metadata={"description": "Library collection."})
+    tenant: str = field(
+        default=DEFAULT_TENANT,
+        metadata={
+            "description": "Whose library: every chunk, cached answer and generated training "
+            "pair belongs to one tenant, and a run sees only its own. `default` is the "
+            "single-user library, including chunks ingested before tenants existed."
+        },
+    )
 
     # --- providers ------------------------------------------------------------------
     embeddings: str = field(
@@ -262,6 +274,35 @@ class Context:
         default=0, metadata={"description": "CPU threads for local models (0 = all cores)."}
     )
 
+    # --- answer cache -------------------------------------------------------------------
+    cache: bool = field(
+        default=True,
+        metadata={
+            "description": "Answer again from the tenant's cache of confident answers (verdict "
+            "`correct`, answer verified) when an earlier question asked the same; `--no-cache` "
+            "runs the whole graph and stores nothing."
+        },
+    )
+    cache_threshold: float = field(
+        default=0.90,
+        metadata={
+            "description": "A cached answer serves a question whose embedding has at least this "
+            "cosine similarity to the cached one's (and the same years, versions, names and "
+            "words, synonyms aside)."
+        },
+    )
+    cache_size: int = field(
+        default=1000,
+        metadata={"description": "Cached answers kept per tenant; the least recently used go."},
+    )
+    cache_min_confidence: float = field(
+        default=0.0,
+        metadata={
+            "description": "An answer whose state carries a `confidence` below this is never "
+            "cached (answers without one are judged by verdict and verification alone)."
+        },
+    )
+
     # --- ingest -----------------------------------------------------------------------
     chunk_size: int = field(default=900, metadata={"description": "Target chunk size (chars)."})
     chunk_overlap: int = field(default=150, metadata={"description": "Chunk overlap (chars)."})
@@ -308,7 +349,15 @@ class Context:
         def bad(name: str, why: str) -> ValueError:
             return ValueError(f"{name}={getattr(self, name)!r} (from {self.origin(name)}): {why}")
 
-        for name in ("upper", "lower", "strip_threshold", "cascade_low", "cascade_high"):
+        for name in (
+            "upper",
+            "lower",
+            "strip_threshold",
+            "cascade_low",
+            "cascade_high",
+            "cache_threshold",
+            "cache_min_confidence",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:  # NaN fails too
                 raise bad(name, "must be a number from 0 to 1")
@@ -316,7 +365,7 @@ class Context:
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0 < value < math.inf:
                 raise bad(name, "must be a positive number of seconds")
-        for name in ("max_question_chars", "k", "web_k", "max_strips", "chunk_size"):
+        for name in ("max_question_chars", "k", "web_k", "max_strips", "chunk_size", "cache_size"):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
         for name in ("max_answer_tokens", "threads", "chunk_overlap"):
@@ -328,6 +377,12 @@ class Context:
             raise bad("cascade_low", f"must not exceed cascade_high={self.cascade_high}")
         if not 1 <= self.strip_sentences <= 3:
             raise bad("strip_sentences", "must be 1-3")
+        if not _TENANT_NAME.fullmatch(self.tenant or ""):
+            raise bad(
+                "tenant",
+                "use 1-64 characters from a-z, A-Z, 0-9, '.', '_' and '-', "
+                "starting with a letter or digit",
+            )
         if self.chunk_overlap >= self.chunk_size:
             raise bad("chunk_overlap", f"must be smaller than chunk_size={self.chunk_size}")
 
@@ -342,8 +397,16 @@ class Context:
         return self.home / "chroma"
 
     @property
+    def tenant_dir(self) -> Path:
+        """What crag keeps of the tenant's own in HOME (the default tenant's: HOME itself)."""
+        if self.tenant == DEFAULT_TENANT:
+            return self.home
+        return self.home / "tenants" / self.tenant
+
+    @property
     def grader_dir(self) -> Path:
-        return self.home / "grader"
+        """The trained grader and its generated pairs: learned from the tenant's library."""
+        return self.tenant_dir / "grader"
 
 
 _dataclass_init = Context.__init__

@@ -2,14 +2,26 @@
 
 A question typed into crag may carry an e-mail address, a phone number, an API key
 pasted by mistake, a card number or a path that names the user. Before a query goes
-to an external service (web search, a remote chat model), each such span is replaced
-by a placeholder naming its kind (`[email]`); the state records the kinds removed,
-never the values. Every pattern is linear-time (no nested quantifiers).
+to an external service (web search, a remote chat model or embeddings), each such span
+is replaced by a placeholder naming its kind (`[email]`); the state records the kinds
+removed, never the values. Every pattern is linear-time (no nested quantifiers).
+
+Apart from what a user types, the machine's own secrets (API keys in the environment)
+must never show in what crag writes: `scrub` removes them from errors, logs and the
+state, since a server's error message may quote the key it was sent.
+
+A model client masks text deep inside a node; `collecting` lets the node's wrapper
+learn which kinds were removed meanwhile, so that they reach the state too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 # Order matters: specific shapes (keys, cards) before general ones (long numbers).
@@ -93,3 +105,74 @@ def redact(text: str) -> Redacted:
 
         text = pattern.sub(swap, text)
     return Redacted(text, list(dict.fromkeys(removed)))
+
+
+#: The kinds masked during the current node (None outside a `collecting` block).
+_COLLECTED: ContextVar[list[str] | None] = ContextVar("crag_masked", default=None)
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[str]]:
+    """The kinds `masked` removes inside the block (in worker threads started from it too)."""
+    kinds: list[str] = []
+    token = _COLLECTED.set(kinds)
+    try:
+        yield kinds
+    finally:
+        _COLLECTED.reset(token)
+
+
+def masked(text: str) -> str:
+    """`text` as it may leave the machine; the kinds removed are noted for the state."""
+    result = redact(text)
+    kinds = _COLLECTED.get()
+    if kinds is not None:
+        kinds.extend(k for k in result.removed if k not in kinds)
+    return result.text
+
+
+# --- secrets of the machine in crag's own output -------------------------------------------
+
+#: Environment variables holding secrets: API keys, tokens, passwords.
+_SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+#: Shorter values are not treated as secrets (they would mask ordinary words).
+_MIN_SECRET = 8
+_KEY_SHAPES = [p for kind, p in _PATTERNS if kind in ("api key", "token")]
+
+
+def secret_values() -> list[str]:
+    """The values of the secret environment variables, longest first."""
+    values = {
+        value
+        for name, value in os.environ.items()
+        if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET
+    }
+    return sorted(values, key=len, reverse=True)
+
+
+def scrub(text: str, *, shapes: bool = True) -> str:
+    """`text` without the machine's secrets: the values of its secret environment
+    variables and (with `shapes`) anything shaped like an API key or token. For what
+    crag writes itself (errors, logs, the state); a server's error message may quote the
+    key it was sent."""
+    for value in secret_values():
+        if value in text:
+            text = text.replace(value, "[secret]")
+    if shapes:
+        for pattern in _KEY_SHAPES:
+            text = pattern.sub("[secret]", text)
+    return text
+
+
+class SecretFilter(logging.Filter):
+    """A logging filter that scrubs every record (message, arguments, traceback)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        record.msg, record.args = scrub(message), ()
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+            record.exc_info = None  # formatted (and scrubbed) once: not again from the raw
+        return True

@@ -414,7 +414,7 @@ def cli_embedder(monkeypatch: pytest.MonkeyPatch) -> Callable[[FakeEmbeddings], 
     monkeypatch.setitem(Ingestor.__init__.__kwdefaults__, "batch_size", 2)
 
     def use(fake: FakeEmbeddings) -> None:
-        monkeypatch.setattr(indexer, "make_embeddings", lambda *a, **k: fake)
+        monkeypatch.setattr(indexer, "embeddings_for", lambda *a, **k: fake)
 
     return use
 

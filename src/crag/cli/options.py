@@ -33,6 +33,7 @@ _FLAGS: list[tuple[str, str, Callable[[str], object], str]] = [
     ("--home", "home", Path, "data folder (default: $CRAG_HOME or .crag)"),
     ("--chroma-url", "chroma_url", str, "a Chroma server (http://host:port) instead of --home"),
     ("--collection", "collection", str, "library collection (default: books)"),
+    ("--tenant", "tenant", str, "whose library: chunks, cache and pairs are per tenant"),
     ("--external", "external", str, "external source: " + SOURCES.describe()),
     ("--external-collection", "external_collection", str, "collection used by --external local"),
     ("--k", "k", positive_int(), "chunks retrieved per question"),
@@ -46,12 +47,28 @@ _FLAGS: list[tuple[str, str, Callable[[str], object], str]] = [
     ("--max-strips", "max_strips", positive_int(), "at most this many strips kept"),
     ("--web-k", "web_k", positive_int(), "external results per search"),
     ("--timeout", "timeout_s", float, "timeout of each external call (s)"),
+    ("--cache-threshold", "cache_threshold", float, "similarity a cached question must reach"),
+    ("--cache-size", "cache_size", positive_int(), "cached answers kept per tenant"),
+    (
+        "--cache-min-confidence",
+        "cache_min_confidence",
+        float,
+        "answers with a lower confidence are not cached",
+    ),
     ("--chunk-size", "chunk_size", positive_int(100), "target chunk size in characters"),
     ("--chunk-overlap", "chunk_overlap", positive_int(0), "chunk overlap in characters"),
 ]
 #: The flags a question-answering command takes (ingest takes the store's only).
 RUN_FIELDS = tuple(dest for _, dest, _, _ in _FLAGS if not dest.startswith("chunk_"))
-STORE_FIELDS = ("home", "chroma_url", "collection", "embeddings", "chunk_size", "chunk_overlap")
+STORE_FIELDS = (
+    "home",
+    "chroma_url",
+    "collection",
+    "tenant",
+    "embeddings",
+    "chunk_size",
+    "chunk_overlap",
+)
 
 
 def add_context_flags(parser: argparse.ArgumentParser, fields: Sequence[str] = RUN_FIELDS) -> None:
@@ -81,6 +98,14 @@ def add_context_flags(parser: argparse.ArgumentParser, fields: Sequence[str] = R
         help="do not check answers against the question's years, versions and names",
     )
     group.add_argument(
+        "--no-cache",
+        dest="cache",
+        action="store_const",
+        const=False,
+        default=None,
+        help="answer every question afresh, and cache nothing",
+    )
+    group.add_argument(
         "--no-llm",
         dest="no_llm",
         action="store_true",
@@ -93,6 +118,7 @@ def context_from_args(args: argparse.Namespace) -> Context:
     overrides = {dest: getattr(args, dest, None) for _, dest, _, _ in _FLAGS}
     overrides["refine"] = getattr(args, "refine", None)
     overrides["verify"] = getattr(args, "verify", None)
+    overrides["cache"] = getattr(args, "cache", None)
     if getattr(args, "no_llm", False):
         overrides["chat_model"] = "extractive"
         if overrides.get("grader") in (None, "auto", "cascade", "judge"):
