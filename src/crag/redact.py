@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 # Order matters: specific shapes (keys, cards) before general ones (long numbers).
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
@@ -164,15 +165,35 @@ def scrub(text: str, *, shapes: bool = True) -> str:
     return text
 
 
+def _scrub_record(record: logging.LogRecord) -> None:
+    """A log record's message, arguments and traceback, scrubbed (formatted once, here)."""
+    record.msg, record.args = scrub(record.getMessage()), ()
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = scrub(record.exc_text)
+
+
 class SecretFilter(logging.Filter):
-    """A logging filter that scrubs every record (message, arguments, traceback)."""
+    """A handler filter that scrubs every record, whichever library logged it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        record.msg, record.args = scrub(message), ()
-        if record.exc_text:
-            record.exc_text = scrub(record.exc_text)
-            record.exc_info = None  # formatted (and scrubbed) once: not again from the raw
+        _scrub_record(record)
         return True
+
+
+def scrub_logs() -> None:
+    """Scrub every log record of crag's own loggers as it is made, whatever handlers the
+    application uses (a failing server's message may quote the key it was sent)."""
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "crag_scrubs", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if record.name.split(".", 1)[0] in ("crag", "crag_lab"):
+            _scrub_record(record)
+        return record
+
+    factory.crag_scrubs = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
