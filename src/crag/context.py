@@ -221,7 +221,9 @@ class Context:
         default=True,
         metadata={
             "description": "Mask e-mail addresses, phone numbers, keys, tokens, card numbers "
-            "and user paths in queries sent to an external search (off for a trusted one)."
+            "and user paths in what leaves the machine: queries to an external search, and "
+            "all text sent to `openai:` chat models and embeddings not on loopback (off for "
+            "a trusted provider)."
         },
     )
     timeout_s: float = field(
