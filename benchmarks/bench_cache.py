@@ -94,12 +94,12 @@ def main() -> None:
         print(f"answer cache, {len(QUESTIONS)} questions of the sample library")
         print("  (extractive answers, feature grader, local MiniLM embeddings)\n")
         print(f"  {'full run s':>10}  {'hit s':>7}  {'other words s':>13}  question")
-        for (full, first, again, repeat, other, reworded), (question, _) in zip(
+        for (full, _, again, repeat, other, reworded), (question, _) in zip(
             rows, QUESTIONS, strict=True
         ):
             hit = f"{again:7.3f}" if repeat.get("cached") else "   miss"
             para = f"{other:13.3f}" if reworded.get("cached") else f"{'miss':>13}"
-            stored = "" if first.get("cached") is False and repeat.get("cached") else " (not stored)"
+            stored = "" if repeat.get("cached") else " (not stored)"
             print(f"  {full:10.3f}  {hit}  {para}  {question[:60]}{stored}")
         fulls = [r[0] for r in rows]
         hits = [r[2] for r in rows if r[3].get("cached")]

@@ -145,6 +145,20 @@ def make_pdf() -> Callable[..., bytes]:
     return build_pdf
 
 
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A `chroma run` server on loopback for the module's tests; its URL."""
+    from processes import chroma_server
+
+    from crag.retrieval.library import forget_clients
+
+    try:
+        with chroma_server(tmp_path_factory.mktemp("chroma_server")) as url:
+            yield url
+    finally:
+        forget_clients()
+
+
 @pytest.fixture(scope="session")
 def sample_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample library and its external pages, ingested once with the local embedder."""

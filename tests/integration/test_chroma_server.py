@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from processes import chroma_server, free_port
+from processes import free_port
 
 from crag.cli.main import main
 from crag.context import Context
 from crag.errors import StoreError
-from crag.retrieval.library import describe, forget_clients, open_client, retrieve
-
-
-@pytest.fixture(scope="module")
-def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    try:
-        with chroma_server(tmp_path_factory.mktemp("chroma_server")) as url:
-            yield url
-    finally:
-        forget_clients()
+from crag.retrieval.library import describe, open_client, retrieve
 
 
 def test_ingest_and_query_through_the_server(

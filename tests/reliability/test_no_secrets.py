@@ -13,14 +13,13 @@ import io
 import json
 import logging
 import os
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import raw_server
 from tenants import ACME, write_tenant
 
 from crag.api import ask, summary
@@ -33,34 +32,12 @@ QUESTION = "How long is the refund window for annual plans?"
 OFF_TOPIC = "What does the Quillon blog say about offline mode?"
 
 
-@contextmanager
-def quoting_server() -> Iterator[str]:
-    """A loopback server that refuses every request, quoting its key and body back."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-            said = f"Incorrect API key provided: {self.headers.get('Authorization')} in {body}"
-            data = json.dumps(
-                {"error": {"message": said, "type": "invalid_request_error"}, "detail": said}
-            ).encode()
-            self.send_response(401)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def _quote_the_key(handler: BaseHTTPRequestHandler) -> tuple[int, bytes]:
+    """Refuse the request, quoting its key and body back."""
+    body = getattr(handler, "body", b"").decode()
+    said = f"Incorrect API key provided: {handler.headers.get('Authorization')} in {body}"
+    error = {"error": {"message": said, "type": "invalid_request_error"}, "detail": said}
+    return 401, json.dumps(error).encode()
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +54,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     for name in KEYS:
         assert len(os.environ.get(name, "")) > 20  # the suite's fake keys
-    with quoting_server() as url:
+    with raw_server(_quote_the_key) as url:
         monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
         monkeypatch.setenv("CRAG_TAVILY_BASE_URL", url)
         monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")

@@ -14,12 +14,10 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from processes import chroma_server
 from tenants import TENANTS, Tenant, other, write_tenant
 
 from crag.api import ask, summary
@@ -27,15 +25,6 @@ from crag.cache import CACHE_FILE
 from crag.context import Context
 from crag.ingest.indexer import ingest_path
 from crag.retrieval.library import forget_clients, tenant_records
-
-
-@pytest.fixture(scope="module")
-def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    try:
-        with chroma_server(tmp_path_factory.mktemp("tenant-server")) as url:
-            yield url
-    finally:
-        forget_clients()
 
 
 def _context(home: Path, tenant: Tenant, url: str | None) -> Context:
