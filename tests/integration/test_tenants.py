@@ -14,6 +14,7 @@ from crag.cli.main import main
 from crag.context import Context
 from crag.grading.coverage import missing_terms
 from crag.ingest.indexer import ingest_path
+from crag.models.embeddings import make_embeddings
 from crag.retrieval.library import (
     TENANT_KEY,
     TENANTS_KEY,
@@ -24,6 +25,7 @@ from crag.retrieval.library import (
     open_client,
     retrieve,
     tenant_records,
+    tenant_where,
 )
 from crag_lab.pairs import library_chunks
 
@@ -156,3 +158,29 @@ def test_a_rebuild_for_one_tenant_leaves_the_others_to_ingest_again(
     assert list(tenant_records(_ctx(two_tenants, "acme"), "books")) == []
     assert len(list(tenant_records(_ctx(two_tenants, "globex"), "books"))) > 0
     shutil.rmtree(tmp_path / "docs")
+
+
+def test_a_lone_tenant_is_queried_without_a_filter_and_still_sees_only_its_own(
+    tmp_path: Path,
+) -> None:
+    """One tenant: a filter matching every chunk would only cost time, so queries go
+    unfiltered; a chunk of another tenant written meanwhile (its first ingest racing the
+    query) is still dropped from the hits."""
+    library, _ = write_tenant(tmp_path / "docs", ACME)
+    home = tmp_path / "home"
+    acme = _ctx(home, "acme")
+    assert ingest_path(acme, library).exit_code == 0
+    stored = get_collection(open_client(acme), "books")
+    assert tenant_where(stored, "acme") is None
+    assert tenant_where(stored, "globex") == {TENANT_KEY: "globex"}
+    vector = retrieve(acme, "books", "backups", 1)[0]
+    stored.add(
+        ids=["theirs"],
+        embeddings=[[float(x) for x in make_embeddings("local").embed_query("backups")]],
+        documents=["Quillon backups are encrypted with ChaCha20."],
+        metadatas=[{TENANT_KEY: "globex", "source": "handbook.pdf"}],
+    )
+    hits = retrieve(acme, "books", "backups", 10)
+    assert hits and all("Quillon" not in h["text"] for h in hits)
+    assert hits[0]["id"] == vector["id"]
+    assert [r.id for r in tenant_records(_ctx(home, "globex"), "books")] == ["theirs"]
