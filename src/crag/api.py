@@ -34,7 +34,8 @@ async def thread_graph(
     ctx: Context, thread_id: str | None
 ) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
     """The graph and its run config; on a thread, checkpointed in CRAG_HOME so that a
-    conversation continues after a restart."""
+    conversation continues after a restart. Threads are the tenant's: another tenant's
+    thread of the same id is another conversation."""
     if thread_id is None:
         yield graph, RunnableConfig()
         return
@@ -43,8 +44,13 @@ async def thread_graph(
     async with AsyncSqliteSaver.from_conn_string(str(ctx.home / THREADS_FILE)) as saver:
         yield (
             compiled(build(), checkpointer=saver, name="crag"),
-            {"configurable": {"thread_id": thread_id}},
+            {"configurable": {"thread_id": thread_key(ctx, thread_id)}},
         )
+
+
+def thread_key(ctx: Context, thread_id: str) -> str:
+    """The checkpoint key of a tenant's thread (the default tenant's: the id itself)."""
+    return thread_id if ctx.tenant == DEFAULT_TENANT else f"{ctx.tenant}/{thread_id}"
 
 
 async def aask(

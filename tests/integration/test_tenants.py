@@ -184,3 +184,16 @@ def test_a_lone_tenant_is_queried_without_a_filter_and_still_sees_only_its_own(
     assert hits and all("Quillon" not in h["text"] for h in hits)
     assert hits[0]["id"] == vector["id"]
     assert [r.id for r in tenant_records(_ctx(home, "globex"), "books")] == ["theirs"]
+
+
+def test_a_thread_id_names_another_conversation_for_another_tenant(two_tenants: Path) -> None:
+    from crag.api import ask
+
+    knobs = {"chat_model": "extractive", "grader": "features", "external": "none"}
+    acme = Context(home=two_tenants, tenant="acme", **knobs)
+    globex = Context(home=two_tenants, tenant="globex", **knobs)
+    ask("Which TCP port does the server listen on by default?", context=acme, thread_id="t")
+    state = ask("How are backups encrypted?", context=globex, thread_id="t")
+    said = " ".join(str(m.content) for m in state["messages"])
+    assert "Orbix" not in said and "TCP port" not in said
+    assert len(state["messages"]) == 2  # globex's question and answer only
