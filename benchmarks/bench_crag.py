@@ -128,7 +128,7 @@ def main() -> int:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     from crag.context import Context
 
-    ctx = Context().with_overrides(home=args.home)
+    ctx = Context().with_overrides(home=args.home, cache=False)  # the graph, not the cache
     if args.no_llm:
         ctx = ctx.with_overrides(chat_model="extractive", grader="similarity")
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

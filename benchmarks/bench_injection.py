@@ -99,7 +99,11 @@ def run(
             state = ask(
                 attack["question"],
                 context=Context(
-                    home=home, chat_model=chat_model, external="none", refine=not whole
+                    home=home,
+                    chat_model=chat_model,
+                    external="none",
+                    refine=not whole,
+                    cache=False,  # each configuration must run the attack
                 ),
             )
             result = summary(state)

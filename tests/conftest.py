@@ -8,6 +8,7 @@ the caller's shell are dropped so a developer's own `CRAG_HOME` or
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,17 @@ DROPPED_ENV = (
 )
 
 
+#: API keys set for the whole session (tests of a provider set their own): whatever the
+#: suite prints or logs is searched for them at the end (`pytest_terminal_summary`).
+FAKE_KEYS = {
+    "OPENAI_API_KEY": "sk-test-cragsuite0123456789abcdefXYZ",
+    "TAVILY_API_KEY": "tvly-dev-cragsuite0123456789abcdXYZ",
+}
+#: Tests ask the same questions again and again, of the graph: the answer cache would
+#: serve them. Its own tests switch it on (`cache=True`, or by dropping this variable).
+TEST_ENV = {"CRAG_CACHE": "false", **FAKE_KEYS}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def offline_env() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
@@ -37,7 +49,64 @@ def offline_env() -> Iterator[None]:
             mp.setenv(key, value)
         for key in DROPPED_ENV:
             mp.delenv(key, raising=False)
+        for key, value in TEST_ENV.items():
+            mp.setenv(key, value)
         yield
+
+
+# --- no key in the suite's output ------------------------------------------------------------
+#
+# Covered: what each test left in pytest's capture (stdout, stderr, log records at the
+# capture level, the failure report) and every log record of the session at WARNING and
+# above, whatever its logger. Not covered: output a test read itself (capsys, caplog:
+# those tests assert on it), and subprocesses' output that no test prints.
+
+_SCANNED = {"reports": 0, "records": 0}
+_SHOWN: list[str] = []
+
+
+def _has_key(text: str) -> bool:
+    return any(key in text for key in FAKE_KEYS.values())
+
+
+class _KeyWatch(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        _SCANNED["records"] += 1
+        try:
+            text = record.getMessage() + (record.exc_text or "")
+        except Exception:
+            return
+        if _has_key(text):
+            _SHOWN.append(f"log record of {record.name}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def key_watch() -> Iterator[None]:
+    handler = _KeyWatch(level=logging.WARNING)
+    logging.getLogger().addHandler(handler)
+    yield
+    logging.getLogger().removeHandler(handler)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _SCANNED["reports"] += 1
+    if any(_has_key(text) for _, text in report.sections) or _has_key(report.longreprtext):
+        _SHOWN.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    terminalreporter.write_line(
+        f"API keys in the suite's output: {len(_SHOWN)} (fake keys set for the session; "
+        f"{_SCANNED['reports']} test phases' captured output and {_SCANNED['records']} log records "
+        "scanned)"
+    )
+    for where in _SHOWN:
+        terminalreporter.write_line(f"  key shown by {where}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _SHOWN and exitstatus == 0:
+        session.exitstatus = 1
 
 
 def _missing(what: str) -> None:
@@ -74,6 +143,20 @@ def fake_embeddings() -> Callable[..., FakeEmbeddings]:
 @pytest.fixture
 def make_pdf() -> Callable[..., bytes]:
     return build_pdf
+
+
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A `chroma run` server on loopback for the module's tests; its URL."""
+    from processes import chroma_server
+
+    from crag.retrieval.library import forget_clients
+
+    try:
+        with chroma_server(tmp_path_factory.mktemp("chroma_server")) as url:
+            yield url
+    finally:
+        forget_clients()
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from crag.offline import use_offline_defaults
+from crag.redact import scrub_logs
 
 use_offline_defaults()  # before any library that reads them is imported
+scrub_logs()  # no API key in crag's log records
 
 from crag.api import aask, ask  # noqa: E402
 from crag.context import Context  # noqa: E402

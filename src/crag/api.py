@@ -11,7 +11,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StreamMode
 
 from crag.aio import run_sync
-from crag.context import Context
+from crag.context import DEFAULT_TENANT, Context
 from crag.errors import StoreError
 from crag.graph import Graph, build, checked, compiled, graph
 from crag.prompts import partial_answer
@@ -34,7 +34,8 @@ async def thread_graph(
     ctx: Context, thread_id: str | None
 ) -> AsyncIterator[tuple[Graph, RunnableConfig]]:
     """The graph and its run config; on a thread, checkpointed in CRAG_HOME so that a
-    conversation continues after a restart."""
+    conversation continues after a restart. Threads are the tenant's: another tenant's
+    thread of the same id is another conversation."""
     if thread_id is None:
         yield graph, RunnableConfig()
         return
@@ -43,8 +44,13 @@ async def thread_graph(
     async with AsyncSqliteSaver.from_conn_string(str(ctx.home / THREADS_FILE)) as saver:
         yield (
             compiled(build(), checkpointer=saver, name="crag"),
-            {"configurable": {"thread_id": thread_id}},
+            {"configurable": {"thread_id": thread_key(ctx, thread_id)}},
         )
+
+
+def thread_key(ctx: Context, thread_id: str) -> str:
+    """The checkpoint key of a tenant's thread (the default tenant's: the id itself)."""
+    return thread_id if ctx.tenant == DEFAULT_TENANT else f"{ctx.tenant}/{thread_id}"
 
 
 async def aask(
@@ -141,6 +147,8 @@ def summary(state: State) -> dict[str, Any]:
     path = state.get("path") or []
     return {
         "question": state.get("question", ""),
+        "tenant": state.get("tenant") or DEFAULT_TENANT,
+        "cached": bool(state.get("cached")),
         "verdict": state.get("verdict"),
         "grader": state.get("grader"),
         "route": state.get("route"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -21,6 +22,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 ENV_PREFIX = "CRAG_"
+#: The tenant of a single-user library (and of chunks ingested before tenants existed).
+DEFAULT_TENANT = "default"
+_TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def _mapping(value: Any, annotation: Any) -> dict[str, Any]:
@@ -162,6 +166,14 @@ class Context:
         metadata={"description": "Chroma server URL (http://host:port); embedded store if unset."},
     )
     collection: str = field(default="books", metadata={"description": "Library collection."})
+    tenant: str = field(
+        default=DEFAULT_TENANT,
+        metadata={
+            "description": "Whose library: every chunk, cached answer and generated training "
+            "pair belongs to one tenant, and a run sees only its own. `default` is the "
+            "single-user library, including chunks ingested before tenants existed."
+        },
+    )
 
     # --- providers ------------------------------------------------------------------
     embeddings: str = field(
@@ -363,7 +375,9 @@ class Context:
         default=True,
         metadata={
             "description": "Mask e-mail addresses, phone numbers, keys, tokens, card numbers "
-            "and user paths in queries sent to an external search (off for a trusted one)."
+            "and user paths in what leaves the machine: queries to an external search, and "
+            "all text sent to `openai:` chat models and embeddings not on loopback (off for "
+            "a trusted provider)."
         },
     )
     timeout_s: float = field(
@@ -414,6 +428,35 @@ class Context:
     )
     threads: int = field(
         default=0, metadata={"description": "CPU threads for local models (0 = all cores)."}
+    )
+
+    # --- answer cache -------------------------------------------------------------------
+    cache: bool = field(
+        default=True,
+        metadata={
+            "description": "Answer again from the tenant's cache of confident answers (verdict "
+            "`correct`, answer verified) when an earlier question asked the same; `--no-cache` "
+            "runs the whole graph and stores nothing."
+        },
+    )
+    cache_threshold: float = field(
+        default=0.90,
+        metadata={
+            "description": "A cached answer serves a question whose embedding has at least this "
+            "cosine similarity to the cached one's (and the same years, versions, names and "
+            "words, synonyms aside)."
+        },
+    )
+    cache_size: int = field(
+        default=1000,
+        metadata={"description": "Cached answers kept per tenant; the least recently used go."},
+    )
+    cache_min_confidence: float = field(
+        default=0.0,
+        metadata={
+            "description": "An answer whose state carries a `confidence` below this is never "
+            "cached (answers without one are judged by verdict and verification alone)."
+        },
     )
 
     # --- ingest -----------------------------------------------------------------------
@@ -472,6 +515,8 @@ class Context:
             "dedup_threshold",
             *(f"weight_{signal}" for signal in SIGNALS),
             "timely_recency_weight",
+            "cache_threshold",
+            "cache_min_confidence",
         ):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:  # NaN fails too
@@ -495,6 +540,7 @@ class Context:
             "max_strips",
             "chunk_size",
             "sql_max_rows",
+            "cache_size",
         ):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
@@ -519,6 +565,12 @@ class Context:
                 raise bad("authority", f"{key!r}: unknown kind {value!r}; use {kinds} or 0-1")
             if isinstance(value, float) and not 0.0 <= value <= 1.0:
                 raise bad("authority", f"{key!r}: must be a number from 0 to 1")
+        if not _TENANT_NAME.fullmatch(self.tenant or ""):
+            raise bad(
+                "tenant",
+                "use 1-64 characters from a-z, A-Z, 0-9, '.', '_' and '-', "
+                "starting with a letter or digit",
+            )
         if self.chunk_overlap >= self.chunk_size:
             raise bad("chunk_overlap", f"must be smaller than chunk_size={self.chunk_size}")
 
@@ -533,8 +585,16 @@ class Context:
         return self.home / "chroma"
 
     @property
+    def tenant_dir(self) -> Path:
+        """What crag keeps of the tenant's own in HOME (the default tenant's: HOME itself)."""
+        if self.tenant == DEFAULT_TENANT:
+            return self.home
+        return self.home / "tenants" / self.tenant
+
+    @property
     def grader_dir(self) -> Path:
-        return self.home / "grader"
+        """The trained grader and its generated pairs: learned from the tenant's library."""
+        return self.tenant_dir / "grader"
 
 
 _dataclass_init = Context.__init__

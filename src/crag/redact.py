@@ -2,15 +2,28 @@
 
 A question typed into crag may carry an e-mail address, a phone number, an API key
 pasted by mistake, a card number or a path that names the user. Before a query goes
-to an external service (web search, a remote chat model), each such span is replaced
-by a placeholder naming its kind (`[email]`); the state records the kinds removed,
-never the values. Every pattern is linear-time (no nested quantifiers).
+to an external service (web search, a remote chat model or embeddings), each such span
+is replaced by a placeholder naming its kind (`[email]`); the state records the kinds
+removed, never the values. Every pattern is linear-time (no nested quantifiers).
+
+Apart from what a user types, the machine's own secrets (API keys in the environment)
+must never show in what crag writes: `scrub` removes them from errors, logs and the
+state, since a server's error message may quote the key it was sent.
+
+A model client masks text deep inside a node; `collecting` lets the node's wrapper
+learn which kinds were removed meanwhile, so that they reach the state too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 # Order matters: specific shapes (keys, cards) before general ones (long numbers).
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
@@ -112,3 +125,94 @@ def without_masked(text: str, original: str) -> str:
         return text
     kept = [w for w in text.split() if not (_pieces(w) & gone)]
     return " ".join(kept)
+
+
+#: The kinds masked during the current node (None outside a `collecting` block).
+_COLLECTED: ContextVar[list[str] | None] = ContextVar("crag_masked", default=None)
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[str]]:
+    """The kinds `masked` removes inside the block (in worker threads started from it too)."""
+    kinds: list[str] = []
+    token = _COLLECTED.set(kinds)
+    try:
+        yield kinds
+    finally:
+        _COLLECTED.reset(token)
+
+
+def masked(text: str) -> str:
+    """`text` as it may leave the machine; the kinds removed are noted for the state."""
+    result = redact(text)
+    kinds = _COLLECTED.get()
+    if kinds is not None:
+        kinds.extend(k for k in result.removed if k not in kinds)
+    return result.text
+
+
+# --- secrets of the machine in crag's own output -------------------------------------------
+
+#: Environment variables holding secrets: API keys, tokens, passwords.
+_SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+#: Shorter values are not treated as secrets (they would mask ordinary words).
+_MIN_SECRET = 8
+_KEY_SHAPES = [p for kind, p in _PATTERNS if kind in ("api key", "token")]
+
+
+def secret_values() -> list[str]:
+    """The values of the secret environment variables, longest first."""
+    values = {
+        value
+        for name, value in os.environ.items()
+        if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET
+    }
+    return sorted(values, key=len, reverse=True)
+
+
+def scrub(text: str, *, shapes: bool = True) -> str:
+    """`text` without the machine's secrets: the values of its secret environment
+    variables and (with `shapes`) anything shaped like an API key or token. For what
+    crag writes itself (errors, logs, the state); a server's error message may quote the
+    key it was sent."""
+    for value in secret_values():
+        if value in text:
+            text = text.replace(value, "[secret]")
+    if shapes:
+        for pattern in _KEY_SHAPES:
+            text = pattern.sub("[secret]", text)
+    return text
+
+
+def _scrub_record(record: logging.LogRecord) -> None:
+    """A log record's message, arguments and traceback, scrubbed (formatted once, here)."""
+    record.msg, record.args = scrub(record.getMessage()), ()
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = scrub(record.exc_text)
+
+
+class SecretFilter(logging.Filter):
+    """A handler filter that scrubs every record, whichever library logged it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        _scrub_record(record)
+        return True
+
+
+def scrub_logs() -> None:
+    """Scrub every log record of crag's own loggers as it is made, whatever handlers the
+    application uses (a failing server's message may quote the key it was sent)."""
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "crag_scrubs", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if record.name.split(".", 1)[0] in ("crag", "crag_lab"):
+            _scrub_record(record)
+        return record
+
+    factory.crag_scrubs = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

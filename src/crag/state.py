@@ -108,6 +108,12 @@ def _merge_path(old: list[Step], new: list[Step]) -> list[Step]:
     return [*(old or []), *new]
 
 
+def _merge_kinds(old: list[str], new: list[str]) -> list[str]:
+    """The kinds of data masked so far in a run, each once: several nodes may send text
+    out. A run starts afresh by overwriting them (retrieve sends `Overwrite([])`)."""
+    return list(dict.fromkeys([*(old or []), *(new or [])]))
+
+
 class InputState(TypedDict):
     """A question. On a thread, the conversation so far is in `messages`; a chat client
     may send the question as a last, unanswered human message instead (it then wins)."""
@@ -136,6 +142,8 @@ def clean_question(question: Any, max_chars: int) -> str:
 
 
 class State(InputState, total=False):
+    tenant: str  # whose library answered (Context.tenant)
+    cached: bool  # the answer came from the tenant's answer cache
     docs: list[Passage]
     scores: list[float]
     grader: str
@@ -149,7 +157,8 @@ class State(InputState, total=False):
     web_docs: list[Passage]
     web_error: str
     searched: list[str]  # each source the web path asked, in order, and what it gave
-    redacted: list[str]  # kinds of secret or personal data masked in outgoing queries
+    # kinds of secret or personal data masked in what left the machine (never the values)
+    redacted: Annotated[list[str], _merge_kinds]
     strips: list[Strip]
     kept_strips: list[Strip]
     answer: str

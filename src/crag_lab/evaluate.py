@@ -26,6 +26,7 @@ from crag_lab.tuning import grid, sweep
 
 CONFIG_FIELDS = (
     "home",
+    "tenant",
     "collection",
     "external",
     "external_collection",

@@ -20,7 +20,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from crag import prompts
 from crag.context import Context
-from crag.retrieval.library import get_collection, iter_records, open_client
+from crag.retrieval.library import tenant_records
 from crag_lab.dataset import Pair
 
 
@@ -116,9 +116,8 @@ def _pairs_for(chunk: Chunk, model: BaseChatModel, neighbours: Neighbours, n: in
 
 
 def library_chunks(ctx: Context, collection: str) -> list[Chunk]:
-    """Every chunk of a library collection, with its text and metadata."""
-    stored = get_collection(open_client(ctx), collection)
+    """Every chunk of the tenant's library in a collection, with its text and metadata."""
     return [
         {"id": r.id, "text": r.text, "metadata": r.metadata}
-        for r in iter_records(stored, texts=True, page=500)
+        for r in tenant_records(ctx, collection, texts=True, page=500)
     ]

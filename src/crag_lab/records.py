@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from crag.api import summary
+from crag.redact import scrub
 from crag.state import Passage, State, Strip
 from crag_lab.metrics import tokens
 
@@ -93,5 +94,5 @@ def failed_record(question: str, error: BaseException, seconds: float) -> dict[s
         "context_tokens": 0,
         "retrieved_tokens": 0,
         "seconds": round(seconds, 4),
-        "error": f"{type(error).__name__}: {error}",
+        "error": scrub(f"{type(error).__name__}: {error}"),
     }

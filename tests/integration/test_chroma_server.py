@@ -2,40 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from processes import free_port, serving
+from processes import free_port
 
 from crag.cli.main import main
 from crag.context import Context
 from crag.errors import StoreError
-from crag.retrieval.library import describe, forget_clients, open_client, retrieve
-
-
-@pytest.fixture(scope="module")
-def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    exe = Path(sys.executable).with_name("chroma")
-    if not exe.exists():
-        found = shutil.which("chroma")
-        if found is None:
-            pytest.skip("the `chroma` command (chromadb's server) is not installed")
-        exe = Path(found)
-    data = tmp_path_factory.mktemp("chroma_server")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [str(exe), "run", "--path", str(data / "db"), "--host", "127.0.0.1"]
-    try:
-        with serving(
-            [*command, "--port", str(port)], f"{url}/api/v2/heartbeat", data / "server.log"
-        ):
-            yield url
-    finally:
-        forget_clients()
+from crag.retrieval.library import describe, open_client, retrieve
 
 
 def test_ingest_and_query_through_the_server(

@@ -186,9 +186,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 @pytest.fixture
 def fake_model(monkeypatch: pytest.MonkeyPatch) -> FakeEmbeddings:
-    """Route the CLI's `make_embeddings` to one shared fake."""
+    """Route the CLI's `embeddings_for` to one shared fake."""
     fake = FakeEmbeddings()
-    monkeypatch.setattr(indexer, "make_embeddings", lambda *a, **k: fake)
+    monkeypatch.setattr(indexer, "embeddings_for", lambda *a, **k: fake)
     return fake
 
 

@@ -59,8 +59,11 @@ def test_chat_judge_and_embeddings_through_a_real_server(
         k=2,
         max_answer_tokens=96,
         # strips are scored by the feature grader, whose default threshold is fitted to
-        # MiniLM's cosines; another embedding model needs its own (`crag tune` finds it)
+        # MiniLM's cosines; another embedding model needs its own (`crag tune` finds it),
+        # and so does the judge's P(yes) (0.55 for the right chunk here, at `lower`)
         strip_threshold=0.1,
+        upper=0.5,
+        lower=0.3,
     )
     library = tmp_path / "library"  # small: every chunk is embedded by the 1.5B model
     library.mkdir()

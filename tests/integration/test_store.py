@@ -123,6 +123,7 @@ def test_mentions_count_how_often_one_chunk_names_a_phrase(ctx: Context) -> None
             "A residual connection followed by layer normalization.",
             "Its cousin, Layer Normalization, is covered elsewhere.",
         ],
+        metadatas=[{"tenant": "default"}] * 3,  # every chunk names its tenant
     )
     index = library_index(ctx, "books")
     counts = {

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from fake_tavily import FakeTavily
 
 # --- shared helpers ------------------------------------------------------------------------
 from fakes import FakeEmbeddings
-from processes import free_port
+from processes import Respond, free_port, raw_server
 
 from crag.api import aask, ask, summary
 from crag.cli.main import main
@@ -142,48 +142,6 @@ def loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     """No proxy between crag's HTTP clients and the loopback fakes."""
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-
-
-Respond = Callable[[BaseHTTPRequestHandler], tuple[int, bytes] | None]
-
-
-@contextmanager
-def raw_server(respond: Respond) -> Iterator[str]:
-    """A loopback HTTP server answering every POST with `respond(handler)`: (status, body),
-    or None when it already hung up. Yields its base URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            answer = respond(self)
-            if answer is None:
-                return
-            status, body = answer
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass  # the client gave up first
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.block_on_close = False
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.daemon = True
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _hang_up(handler: BaseHTTPRequestHandler) -> None:
@@ -416,7 +374,7 @@ def cli_embedder(monkeypatch: pytest.MonkeyPatch) -> Callable[[FakeEmbeddings], 
     monkeypatch.setitem(Ingestor.__init__.__kwdefaults__, "batch_size", 2)
 
     def use(fake: FakeEmbeddings) -> None:
-        monkeypatch.setattr(indexer, "make_embeddings", lambda *a, **k: fake)
+        monkeypatch.setattr(indexer, "embeddings_for", lambda *a, **k: fake)
 
     return use
 

@@ -151,6 +151,14 @@ BAD_FLAGS = {
     "flag: unknown --judge-model": (["--judge-model", "x"], "judge_model='x': unknown chat model"),
     "flag: unknown --embeddings": (["--embeddings", "bert"], "embeddings='bert': unknown"),
     "flag: an unknown flag": (["--bogus"], "unrecognized arguments: --bogus"),
+    "flag: --tenant with a slash": (["--tenant", "acme/x"], "tenant='acme/x' (from argument)"),
+    "flag: --tenant empty": (["--tenant", ""], "tenant='' (from argument)"),
+    "flag: --cache-threshold 1.5": (["--cache-threshold", "1.5"], "cache_threshold=1.5"),
+    "flag: --cache-size 0": (["--cache-size", "0"], "--cache-size: must be at least 1"),
+    "flag: --cache-min-confidence nan": (
+        ["--cache-min-confidence", "nan"],
+        "cache_min_confidence=nan",
+    ),
 }
 
 
@@ -184,6 +192,9 @@ BAD_ENV = {
     "env: CRAG_STRIP_SENTENCES=9": ("CRAG_STRIP_SENTENCES", "9", "strip_sentences=9"),
     "env: CRAG_GRADER=judgee": ("CRAG_GRADER", "judgee", "grader='judgee' (from CRAG_GRADER)"),
     "env: CRAG_TIMEOUT_S=-1": ("CRAG_TIMEOUT_S", "-1", "timeout_s=-1.0 (from CRAG_TIMEOUT_S)"),
+    "env: CRAG_TENANT=../x": ("CRAG_TENANT", "../x", "tenant='../x' (from CRAG_TENANT)"),
+    "env: CRAG_CACHE=sometimes": ("CRAG_CACHE", "sometimes", "(from CRAG_CACHE): expected a"),
+    "env: CRAG_CACHE_SIZE=0": ("CRAG_CACHE_SIZE", "0", "cache_size=0 (from CRAG_CACHE_SIZE)"),
 }
 
 
@@ -300,9 +311,9 @@ def test_an_unusable_trained_grader_is_ignored_with_a_warning(
 
 @pytest.fixture
 def fake_model(monkeypatch: pytest.MonkeyPatch) -> FakeEmbeddings:
-    """Route the CLI's `make_embeddings` to one shared fake."""
+    """Route the CLI's `embeddings_for` to one shared fake."""
     fake = FakeEmbeddings()
-    monkeypatch.setattr(indexer, "make_embeddings", lambda *a, **k: fake)
+    monkeypatch.setattr(indexer, "embeddings_for", lambda *a, **k: fake)
     return fake
 
 

@@ -53,7 +53,7 @@ RUNNER = textwrap.dedent(
             time.sleep({delay})
             return super().embed_documents(texts)
 
-    indexer.make_embeddings = lambda *args, **kwargs: Slow()
+    indexer.embeddings_for = lambda *args, **kwargs: Slow()
     indexer.Ingestor.__init__.__kwdefaults__["batch_size"] = 3
     print("ready", flush=True)
     sys.stdin.readline()

@@ -56,11 +56,11 @@ class Hashed(FakeEmbeddings):
 def use_fake_model(dim: int = DIM, patch: Callable[[Any, str, Any], None] = setattr) -> None:
     """Make crag's `local` embeddings the hashed fake (in this process)."""
 
-    def make(spec: str, **_: Any) -> Remembering:
+    def make(*_: Any, **__: Any) -> Remembering:
         return Remembering(Hashed(dim))
 
-    patch(library, "make_embeddings", make)
-    patch(indexer, "make_embeddings", make)
+    patch(library, "embeddings_for", make)
+    patch(indexer, "embeddings_for", make)
 
 
 @pytest.fixture
@@ -680,7 +680,7 @@ def test_a_server_stopped_mid_ingest_is_one_line(
                 stop()
             return super().embed_documents(texts)
 
-    monkeypatch.setattr(indexer, "make_embeddings", lambda *a, **k: StopsTheServer())
+    monkeypatch.setattr(indexer, "embeddings_for", lambda *a, **k: StopsTheServer())
     lib = write_library(tmp_path / "lib", files=2, paragraphs=80)
     argv = ["--home", str(tmp_path / "home"), "--chroma-url", url]
     code, out, err = crag(capsys, "ingest", str(lib), *argv, *CHUNKING, "-q")

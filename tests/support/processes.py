@@ -1,14 +1,18 @@
-"""Start a local server for a test and wait until it answers (shared by server tests)."""
+"""Local servers for tests: processes started until they answer, and loopback HTTP servers
+that answer as a test says (shared by server tests)."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,3 +65,65 @@ def serving(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def chroma_server(data: Path) -> Iterator[str]:
+    """`chroma run` on a loopback port, keeping its data in `data`; yields its URL."""
+    import shutil
+    import sys
+
+    exe = Path(sys.executable).with_name("chroma")
+    if not exe.exists():
+        found = shutil.which("chroma")
+        if found is None:
+            pytest.skip("the `chroma` command (chromadb's server) is not installed")
+        exe = Path(found)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [str(exe), "run", "--path", str(data / "db"), "--host", "127.0.0.1"]
+    with serving([*command, "--port", str(port)], f"{url}/api/v2/heartbeat", data / "server.log"):
+        yield url
+
+
+Respond = Callable[[BaseHTTPRequestHandler], tuple[int, bytes] | None]
+
+
+@contextmanager
+def raw_server(respond: Respond) -> Iterator[str]:
+    """A loopback HTTP server answering every POST with `respond(handler)`: (status, body),
+    or None when it already hung up (the request's body is `handler.body`). Yields its
+    base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            answer = respond(self)
+            if answer is None:
+                return
+            status, body = answer
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass  # the client gave up first
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.block_on_close = False
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.daemon = True
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -3,9 +3,11 @@ pass unchanged."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from crag.redact import redact
+from crag.redact import SecretFilter, collecting, masked, redact, scrub
 
 SECRETS = [
     ("write to jane.doe@example.com about it", "email"),
@@ -42,6 +44,12 @@ SECRETS = [
     (r"open C:\Users\carol\Desktop\report.pdf", "path"),
     ("the key is in ~/secrets/key.pem", "path"),
     ("email ops@halcyonlattice.example and key sk-abcdefghijklmnop1234", "email"),
+    ("reach me at john_smith99@uni-example.org", "email"),
+    ("github app ghs_abcdefghijklmnopqrstuvwxyz0123456789", "api key"),
+    ("restricted rk_test_abcdefghijklmnop1234", "api key"),
+    ("session ASIAABCDEFGHIJKLMNOP in the logs", "api key"),
+    ("visa 4012888888881881", "card number"),
+    ("Berlin office +49 30 123456789", "phone"),
 ]
 
 HARMLESS = [
@@ -75,6 +83,11 @@ HARMLESS = [
     "Compare GPT-3 and GPT-4 on MMLU.",
     "What does version 2 of the API under /api/v2/ support?",
     "How many seats does the Business plan allow, 5 or 50?",
+    "What is the SHA-256 of an empty file?",
+    "How does Git store commits?",
+    "How many days are in a leap year, 366?",
+    "What was the population of Tokyo in 2020?",
+    "Is Python 3.12 faster than 3.11?",
 ]
 
 
@@ -103,3 +116,46 @@ def test_a_megabyte_of_adversarial_text_is_handled() -> None:
     """Linear-time patterns: long runs of near-matches do not make it backtrack."""
     for text in ("a" * 1_000_000, "1 " * 500_000, "-" * 1_000_000 + "@", "A1b" * 333_333):
         assert redact(text).text
+
+
+def test_the_suite_covers_enough_cases() -> None:
+    assert len(SECRETS) >= 30 and len(HARMLESS) >= 30
+
+
+def test_masked_notes_the_kinds_for_the_running_node() -> None:
+    with collecting() as kinds:
+        sent = masked("mail jane.doe@example.com the key sk-abcdefghijklmnop1234")
+        masked("and again jane.doe@example.com")
+    assert "jane.doe" not in sent and "sk-abc" not in sent
+    assert kinds == ["email", "api key"]
+    assert masked("nothing to mask here") == "nothing to mask here"  # outside: no record
+
+
+def test_scrub_removes_the_values_of_secret_environment_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SOME_SERVICE_TOKEN", "plainlookingvalue42")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-abcdefghijklmnop0123")
+    monkeypatch.setenv("CRAG_K", "12345678")  # not a secret's name: kept
+    text = "401: key sk-test-abcdefghijklmnop0123 refused; token plainlookingvalue42; k 12345678"
+    out = scrub(text)
+    assert "sk-test-abcdefghijklmnop0123" not in out and "plainlookingvalue42" not in out
+    assert out.count("[secret]") == 2 and "12345678" in out
+    # shaped like a key but not in the environment: removed from errors, kept in answers
+    other = "a key like tvly-AbCdEfGhIjKlMnOp1234"
+    assert "tvly-" not in scrub(other) and scrub(other, shapes=False) == other
+
+
+def test_log_records_are_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-secretvalue0123456789")
+    record = logging.LogRecord(
+        "crag",
+        logging.WARNING,
+        __file__,
+        1,
+        "search failed: %s",
+        ("bad key tvly-secretvalue0123456789",),
+        None,
+    )
+    assert SecretFilter().filter(record)
+    assert "secretvalue" not in record.getMessage() and "[secret]" in record.getMessage()

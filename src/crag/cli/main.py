@@ -7,17 +7,21 @@ Every subcommand is a module with the same four names: `NAME`, `HELP`,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import traceback
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from types import ModuleType
+from typing import Any, TextIO
 
 from dotenv import load_dotenv
 
 from crag.cli import ask, chat, demo, ingest
 from crag.errors import CragError
 from crag.offline import use_offline_defaults
+from crag.redact import SecretFilter, scrub
 from crag.text import printable
 
 
@@ -48,26 +52,61 @@ def main(argv: list[str] | None = None) -> int:
     load_dotenv(".env", override=False)  # the working folder's .env; the shell wins
     use_offline_defaults()  # no telemetry or tracing calls leave the machine
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        code: int = args.run(args)
-    except (CragError, ValueError) as exc:  # the user's to fix: one line (-v: traceback)
-        if args.verbose:
-            traceback.print_exc()
-        print(f"crag {args.command}: error: {printable(str(exc))}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # the machine's: a full disk, a read-only folder (-v: traceback)
-        if args.verbose:
-            traceback.print_exc()
-        print(f"crag {args.command}: error: {printable(str(exc))}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("crag: interrupted", file=sys.stderr)
-        return 130
+    sys.excepthook = _scrubbed_excepthook
+    with scrubbed_output():  # no API key reaches the terminal, whatever quotes it
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else logging.WARNING,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, SecretFilter) for f in handler.filters):
+                handler.addFilter(SecretFilter())
+        try:
+            code: int = args.run(args)
+        except (CragError, ValueError) as exc:  # the user's to fix: one line (-v: traceback)
+            if args.verbose:
+                traceback.print_exc()
+            print(f"crag {args.command}: error: {printable(str(exc))}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # the machine's: a full disk, a read-only folder (-v: traceback)
+            if args.verbose:
+                traceback.print_exc()
+            print(f"crag {args.command}: error: {printable(str(exc))}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("crag: interrupted", file=sys.stderr)
+            return 130
     return code
+
+
+def _scrubbed_excepthook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+    """A crash's traceback (a bug), without secrets."""
+    sys.stderr.write(scrub("".join(traceback.format_exception(kind, exc, tb))))
+
+
+class _Scrubbing:
+    """A text stream that scrubs what is written to it (`crag.redact.scrub`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(scrub(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def scrubbed_output() -> Iterator[None]:
+    """stdout and stderr scrubbed of the machine's secrets while a command runs."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Scrubbing(out), _Scrubbing(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ _FLAGS: list[tuple[str, str, Callable[[str], object], str]] = [
     ("--home", "home", Path, "data folder (default: $CRAG_HOME or .crag)"),
     ("--chroma-url", "chroma_url", str, "a Chroma server (http://host:port) instead of --home"),
     ("--collection", "collection", str, "library collection (default: books)"),
+    ("--tenant", "tenant", str, "whose library: chunks, cache and pairs are per tenant"),
     ("--external", "external", str, "external source: " + SOURCES.describe()),
     ("--external-collection", "external_collection", str, "collection used by --external local"),
     ("--k", "k", positive_int(), "chunks retrieved per question"),
@@ -72,6 +73,14 @@ _FLAGS: list[tuple[str, str, Callable[[str], object], str]] = [
         "ambiguous path: auto, internal-first or web-first",
     ),
     ("--timeout", "timeout_s", float, "timeout of each external call (s)"),
+    ("--cache-threshold", "cache_threshold", float, "similarity a cached question must reach"),
+    ("--cache-size", "cache_size", positive_int(), "cached answers kept per tenant"),
+    (
+        "--cache-min-confidence",
+        "cache_min_confidence",
+        float,
+        "answers with a lower confidence are not cached",
+    ),
     ("--chunk-size", "chunk_size", positive_int(100), "target chunk size in characters"),
     ("--chunk-overlap", "chunk_overlap", positive_int(0), "chunk overlap in characters"),
 ]
@@ -81,10 +90,19 @@ _SWITCHES = [
     ("--no-verify", "verify", "do not check answers against the question's years, versions, names"),
     ("--no-fast-path", "fast_path", "every question takes the full corrective path"),
     ("--no-decompose", "decompose", "never split a question into parts"),
+    ("--no-cache", "cache", "answer every question afresh, and cache nothing"),
 ]
 #: The flags a question-answering command takes (ingest takes the store's only).
 RUN_FIELDS = tuple(dest for _, dest, _, _ in _FLAGS if not dest.startswith("chunk_"))
-STORE_FIELDS = ("home", "chroma_url", "collection", "embeddings", "chunk_size", "chunk_overlap")
+STORE_FIELDS = (
+    "home",
+    "chroma_url",
+    "collection",
+    "tenant",
+    "embeddings",
+    "chunk_size",
+    "chunk_overlap",
+)
 
 
 def add_context_flags(parser: argparse.ArgumentParser, fields: Sequence[str] = RUN_FIELDS) -> None:

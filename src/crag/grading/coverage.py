@@ -6,8 +6,8 @@ and the rewrite node leads the web query with what is missing.
 
 Lookups compare the normal form (`crag.text.normalize`, lower-cased) of the question
 and of the library: a typeset book writes "β", "3×3" and "Gauss–Newton" where people
-type "beta", "3x3" and "Gauss-Newton". The library's words are read once per
-collection version (an ingest that changes the collection gives it a new one).
+type "beta", "3x3" and "Gauss-Newton". The library's words (the run's tenant's chunks
+only) are read once per library version (an ingest that changes it gives it a new one).
 """
 
 from __future__ import annotations
@@ -166,21 +166,21 @@ def _abbreviations(texts: Iterable[str]) -> dict[str, str]:
     return found
 
 
-_INDEXES: dict[tuple[str, str, str], LibraryIndex] = {}
+_INDEXES: dict[tuple[str, str, str, str], LibraryIndex] = {}
 _INDEXES_LOCK = threading.Lock()
 
 
 def library_index(ctx: Context, collection: str) -> LibraryIndex:
-    """The collection's index, read once per collection version and process."""
+    """The index of the tenant's part of the collection, read once per version and process."""
     location = ctx.chroma_url or str(ctx.chroma_path.resolve())
-    key = (location, collection, library_version(ctx, collection))
+    key = (location, collection, ctx.tenant, library_version(ctx, collection))
     with _INDEXES_LOCK:
         index = _INDEXES.get(key)
     if index is None:
         index = LibraryIndex(all_texts(ctx, collection))
         with _INDEXES_LOCK:
-            for old in [k for k in _INDEXES if k[:2] == key[:2]]:
-                del _INDEXES[old]  # an older version of the same collection
+            for old in [k for k in _INDEXES if k[:3] == key[:3]]:
+                del _INDEXES[old]  # an older version of the same library
             _INDEXES[key] = index
     return index
 

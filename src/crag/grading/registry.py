@@ -19,7 +19,7 @@ from crag.grading.judge import JudgeGrader
 from crag.grading.similarity import SimilarityGrader
 from crag.grading.trained import load_trained_grader
 from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.models.embeddings import make_embeddings
+from crag.models.embeddings import embeddings_for
 from crag.registry import Registry
 
 Factory = Callable[[Context, Embeddings], RelevanceGrader]
@@ -74,8 +74,7 @@ STRIP_STAND_IN = {"judge": "features", "cascade": "auto"}
 
 def _build(ctx: Context, name: str) -> RelevanceGrader:
     factory = GRADERS[name]  # an unknown name fails here, before any model loads
-    timeout_s = ctx.embeddings_timeout_s
-    return factory(ctx, make_embeddings(ctx.embeddings, threads=ctx.threads, timeout_s=timeout_s))
+    return factory(ctx, embeddings_for(ctx))
 
 
 def make_grader(ctx: Context) -> RelevanceGrader:

@@ -11,6 +11,10 @@ crash never loses a file: it leaves at most an extra partial version, which the
 next run completes (embedding only the missing chunks) and then swaps in. Chunk
 ids are derived from (source, version, index), so re-writing is idempotent.
 
+Each run works on one tenant's files (`Context.tenant`): it reads, replaces and
+prunes only chunks carrying that tenant, and other tenants' chunks in the same
+collection are never touched (a rebuild excepted: it drops the whole collection).
+
 `rebuild` drops the collection first (without letting Chroma load a damaged index;
 a store whose database is unreadable is moved aside) and ingests everything again.
 A run that ends normally records the collection's index files (`library.seal`), so
@@ -31,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.embeddings import Embeddings
 
-from crag.context import Context
+from crag.context import DEFAULT_TENANT, Context
 from crag.errors import CragError, DamagedStore, IngestError, StoreError
 from crag.filelock import LockBusy, exclusive
 from crag.grading.confidence import detect_kind
@@ -45,8 +49,11 @@ from crag.ingest.loaders import (
     read_bytes,
     sha256_hex,
 )
-from crag.models.embeddings import make_embeddings
+from crag.models.embeddings import embeddings_for
 from crag.retrieval.library import (
+    TENANT_KEY,
+    TENANTS_KEY,
+    adopt_untagged,
     check_home,
     delete,
     drop_collection,
@@ -96,6 +103,7 @@ class FileReport:
 class IngestSummary:
     root: str
     collection: str
+    tenant: str = DEFAULT_TENANT
     files: list[FileReport] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
     chunks_pruned: int = 0
@@ -147,6 +155,7 @@ class IngestSummary:
         return {
             "root": self.root,
             "collection": self.collection,
+            "tenant": self.tenant,
             "files_ok": self.files_ok,
             "files_unchanged": self.files_unchanged,
             "files_failed": self.files_failed,
@@ -226,9 +235,12 @@ def file_version(file_hash: str, chunker: str) -> str:
     return sha256_hex(f"{file_hash}\n{chunker}")[:20]
 
 
-def chunk_id(source: str, version: str, index: int) -> str:
-    """Stable: an unchanged file chunked the same way gets the same ids."""
-    key = sha256_hex(source + "\n" + version)[:24]
+def chunk_id(source: str, version: str, index: int, tenant: str = DEFAULT_TENANT) -> str:
+    """Stable: an unchanged file chunked the same way gets the same ids. Another tenant's
+    copy of the same file gets ids of its own (the default tenant keeps the ids it had
+    before tenants existed)."""
+    owner = "" if tenant == DEFAULT_TENANT else tenant + "\n"
+    key = sha256_hex(owner + source + "\n" + version)[:24]
     return f"{key}-{index:05d}"
 
 
@@ -254,10 +266,11 @@ class _Stored:
         return {v for v, _ in self.ids.values() if self.is_complete(v)}
 
 
-def _scan(collection: Collection) -> dict[str, _Stored]:
-    """Every chunk's source and version, read once per run (metadata only, paged)."""
+def _scan(collection: Collection, tenant: str) -> dict[str, _Stored]:
+    """Every chunk's source and version, read once per run (metadata only, paged): the
+    tenant's chunks only, so that no other tenant's file is replaced or pruned."""
     stored: dict[str, _Stored] = {}
-    for record in iter_records(collection, page=_SCAN_PAGE):
+    for record in iter_records(collection, page=_SCAN_PAGE, where={TENANT_KEY: tenant}):
         entry = stored.setdefault(str(record.metadata.get("source", "")), _Stored())
         count = record.metadata.get("chunks", 0)
         entry.ids[record.id] = (
@@ -321,7 +334,7 @@ class Ingestor:
         self.on_event = on_event
         self.batch_size = max(1, batch_size)
         self.chunker = chunker_signature(ctx.chunk_size, ctx.chunk_overlap)
-        self.summary = IngestSummary(root="", collection=self.collection_name)
+        self.summary = IngestSummary(root="", collection=self.collection_name, tenant=ctx.tenant)
         self._marked = False
         self._client: ClientAPI | None = None
 
@@ -334,11 +347,7 @@ class Ingestor:
     def embeddings(self) -> Embeddings:
         """Built on first need, so a run with nothing to embed never loads a model."""
         if self._embeddings is None:
-            self._embeddings = make_embeddings(
-                self.ctx.embeddings,
-                threads=self.ctx.threads,
-                timeout_s=self.ctx.embeddings_timeout_s,
-            )
+            self._embeddings = embeddings_for(self.ctx)
         return self._embeddings
 
     def _changing(self, collection: Collection) -> None:
@@ -348,7 +357,7 @@ class Ingestor:
         if not self._marked:
             if self._client is not None:
                 unseal(self._client, self.collection_name)
-            mark_changed(collection)
+            mark_changed(collection, self.ctx.tenant)
             self._marked = True
 
     def _delete(self, collection: Collection, ids: Sequence[str]) -> None:
@@ -373,7 +382,8 @@ class Ingestor:
                 collection = get_collection(
                     client, self.collection_name, create=True, embeddings=self.ctx.embeddings
                 )
-                stored = _scan(collection)
+                self._adopt(client, collection)
+                stored = _scan(collection, self.ctx.tenant)
                 self._emit(
                     "start",
                     root=str(found.root),
@@ -428,6 +438,15 @@ class Ingestor:
         self._emit("rebuild", collection=self.collection_name, dropped=dropped)
         return client
 
+    def _adopt(self, client: ClientAPI, collection: Collection) -> None:
+        """A collection written before tenants existed: its chunks become the default
+        tenant's (metadata only), so that every chunk names its tenant from now on."""
+        if not (collection.metadata or {}).get(TENANTS_KEY):
+            unseal(client, self.collection_name)  # the run reseals when it ends
+            stamped = adopt_untagged(collection)
+            if stamped:
+                self._emit("adopted", collection=self.collection_name, chunks=stamped)
+
     def _seal(self, client: ClientAPI, collection: Collection) -> None:
         """Record the index files as this run leaves them; a damaged index is the run's error."""
         try:
@@ -465,7 +484,7 @@ class Ingestor:
             return report
 
         report.pages, report.chunks, report.warnings = doc.page_count, len(chunks), doc.warnings
-        ids = [chunk_id(source, version, c.index) for c in chunks]
+        ids = [chunk_id(source, version, c.index, self.ctx.tenant) for c in chunks]
         present = stored.version_ids(version)
         todo = [(cid, c) for cid, c in zip(ids, chunks, strict=True) if cid not in present]
         self._emit(
@@ -477,6 +496,7 @@ class Ingestor:
             todo=len(todo),
         )
         base_meta: dict[str, Any] = {
+            TENANT_KEY: self.ctx.tenant,
             "source": source,
             "title": doc.title,
             "kind": doc.kind,
@@ -522,7 +542,7 @@ class Ingestor:
         """Vectors for `chunks`: reused from any chunk with the same text, else embedded."""
         hashes = [sha256_hex(c.text) for c in chunks]
         unique = sorted(set(hashes))
-        known: dict[str, Any] = vectors_by(collection, "content_hash", unique)
+        known: dict[str, Any] = vectors_by(collection, "content_hash", unique, self.ctx.tenant)
         missing = [h for h in unique if h not in known]
         if missing:
             text_of = {h: c.text for h, c in zip(hashes, chunks, strict=True)}
@@ -589,7 +609,8 @@ def ingest_path(
     embeddings: Embeddings | None = None,
     on_event: EventHandler | None = None,
 ) -> IngestSummary:
-    """Ingest a folder (recursively) or one file into `collection` (default `ctx.collection`).
+    """Ingest a folder (recursively) or one file into `collection` (default `ctx.collection`),
+    as `ctx.tenant`'s files.
 
     Raises `IngestError` when the run cannot start (`StoreError` when the store cannot be
     used); per-file problems are reported in the summary instead, and leave the file's

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from crag.context import DEFAULT_TENANT
 from crag.ingest.indexer import Event
 from crag.text import printable
 
@@ -117,6 +118,11 @@ class Progress:
             self._draw()
         elif kind == "file_done":
             self._file_done(event)
+        elif kind == "adopted":
+            self.message(
+                f"{event['chunks']} chunks of {event['collection']!r} ingested before tenants "
+                "existed now belong to the tenant 'default'"
+            )
         elif kind == "pruned":
             sources = event["sources"]
             self.message(f"pruned {len(sources)} removed file(s), {event['chunks']} chunks")
@@ -145,8 +151,10 @@ class Progress:
 def format_summary(summary: dict[str, Any]) -> str:
     """The closing lines: what happened to the files and how long it took."""
     secs = summary["seconds"]
+    tenant = summary.get("tenant", DEFAULT_TENANT)
+    whose = f" (tenant {tenant!r})" if tenant != DEFAULT_TENANT else ""
     lines = [
-        f"ingest into {summary['collection']!r}: {summary['files_ok']} file(s) indexed, "
+        f"ingest into {summary['collection']!r}{whose}: {summary['files_ok']} file(s) indexed, "
         f"{summary['files_unchanged']} unchanged, {summary['files_failed']} failed; "
         f"{summary['pages']} pages, {summary['chunks_written']} chunks written "
         f"({summary['chunks_embedded']} embedded), {summary['chunks_deleted']} removed; "

@@ -16,7 +16,7 @@ from langchain_core.language_models import BaseChatModel
 
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.models.openai import openai_identity, openai_kwargs
+from crag.models.openai import leaves_machine, openai_identity, openai_kwargs
 from crag.registry import Registry
 
 #: Not a chat model: the generate node answers with the best kept strips instead.
@@ -47,6 +47,10 @@ def _openai(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
 
     kwargs = openai_kwargs(f"chat model `openai:{model}`", ctx.chat_timeout_s)
     kwargs.update(model=model, temperature=0, max_tokens=max_tokens)
+    if ctx.redact_queries and leaves_machine():
+        from crag.models.masking import MaskedChatOpenAI
+
+        return MaskedChatOpenAI(**kwargs)
     return ChatOpenAI(**kwargs)
 
 
@@ -71,7 +75,8 @@ def make_chat_model(
     name, model = CHAT_MODELS.split(spec, f"{SPEC_FORMS} (or `{EXTRACTIVE}`)")
     key: tuple[object, ...] = (spec, str(ctx.model_cache), ctx.threads, limit)
     if name == "openai":  # checked before the cache, and part of its key
-        key += (ctx.chat_timeout_s, *openai_identity(f"chat model `{spec}`"))
+        outgoing = ctx.redact_queries and leaves_machine()
+        key += (ctx.chat_timeout_s, outgoing, *openai_identity(f"chat model `{spec}`"))
     with _CACHE_LOCK:
         if key not in _CACHE:
             _CACHE[key] = CHAT_MODELS[name](model, ctx, limit)

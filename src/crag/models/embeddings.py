@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from crag.context import Context
 from crag.errors import CragError, ProviderError
 from crag.models.minilm import MiniLMEmbeddings
-from crag.models.openai import openai_identity, openai_kwargs
+from crag.models.openai import leaves_machine, openai_identity, openai_kwargs
 from crag.registry import Registry
 
 SPEC_FORMS = (
@@ -35,6 +36,8 @@ class Remembering(Embeddings):
         self.max_known = max_known
         self.name = name or type(inner).__name__
         self._known: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._queries: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+        self.max_queries = 64
         self._lock = threading.Lock()
 
     def remember(self, texts: Sequence[str], vectors: Sequence[Any]) -> None:
@@ -59,7 +62,19 @@ class Remembering(Embeddings):
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        return self._call(self.inner.embed_query, text)
+        """The question's vector; the last few are kept, since one run embeds its question
+        more than once (the answer cache, retrieval, grading)."""
+        with self._lock:
+            known = self._queries.get(text)
+            if known is not None:
+                self._queries.move_to_end(text)
+                return list(known)
+        vector = [float(x) for x in self._call(self.inner.embed_query, text)]
+        with self._lock:
+            self._queries[text] = tuple(vector)
+            while len(self._queries) > self.max_queries:
+                self._queries.popitem(last=False)
+        return vector
 
     def _call(self, method: Callable[[Any], Any], arg: Any) -> Any:
         try:
@@ -76,22 +91,26 @@ class Remembering(Embeddings):
             ) from exc
 
 
-Factory = Callable[[str, int, float], Embeddings]  # (model name, threads, timeout_s)
+Factory = Callable[[str, int, float, bool], Embeddings]  # (model, threads, timeout_s, redact)
 EMBEDDINGS: Registry[Factory] = Registry("embeddings")
 
 
 @EMBEDDINGS.register("local", "all-MiniLM-L6-v2 as int8 ONNX, offline")
-def _local(model: str, threads: int, timeout_s: float) -> Embeddings:
+def _local(model: str, threads: int, timeout_s: float, redact: bool) -> Embeddings:
     return MiniLMEmbeddings(threads=threads)
 
 
 @EMBEDDINGS.register("openai", "openai:<model>, any OpenAI-compatible server")
-def _openai(model: str, threads: int, timeout_s: float) -> Embeddings:
+def _openai(model: str, threads: int, timeout_s: float, redact: bool) -> Embeddings:
     from langchain_openai import OpenAIEmbeddings  # heavy: only when asked for
 
     kwargs = openai_kwargs(f"embeddings 'openai:{model}'", timeout_s)
     # Without check_embedding_ctx_length=False it downloads a tiktoken file.
     kwargs.update(model=model, check_embedding_ctx_length=False)
+    if redact and leaves_machine():  # a server on loopback keeps the text on this machine
+        from crag.models.masking import MaskedEmbeddings
+
+        return MaskedEmbeddings(OpenAIEmbeddings(**kwargs))
     return OpenAIEmbeddings(**kwargs)
 
 
@@ -99,14 +118,29 @@ _CACHE: dict[tuple[object, ...], Remembering] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def make_embeddings(spec: str, *, threads: int = 0, timeout_s: float = 30) -> Remembering:
-    """The embedder named by `spec` (`name` or `name:model`), one per process and settings."""
+def make_embeddings(
+    spec: str, *, threads: int = 0, timeout_s: float = 30, redact: bool = False
+) -> Remembering:
+    """The embedder named by `spec` (`name` or `name:model`), one per process and settings;
+    `redact` masks what it sends to a server that is not on loopback."""
     spec = (spec or "").strip()
     name, model = EMBEDDINGS.split(spec, SPEC_FORMS)
     key: tuple[object, ...] = (spec, threads)
     if name == "openai":  # a changed key or server gets a new client
-        key += (timeout_s, *openai_identity(f"embeddings {spec!r}"))
+        outgoing = redact and leaves_machine()
+        key += (timeout_s, outgoing, *openai_identity(f"embeddings {spec!r}"))
     with _CACHE_LOCK:
         if key not in _CACHE:
-            _CACHE[key] = Remembering(EMBEDDINGS[name](model, threads, timeout_s), name=spec)
+            inner = EMBEDDINGS[name](model, threads, timeout_s, redact)
+            _CACHE[key] = Remembering(inner, name=spec)
         return _CACHE[key]
+
+
+def embeddings_for(ctx: Context) -> Remembering:
+    """The run's embedder, as Context configures it (model, threads, timeout, masking)."""
+    return make_embeddings(
+        ctx.embeddings,
+        threads=ctx.threads,
+        timeout_s=ctx.embeddings_timeout_s,
+        redact=ctx.redact_queries,
+    )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 from crag.errors import ProviderError
 
@@ -32,3 +34,23 @@ def openai_identity(what: str) -> tuple[str | None, str]:
     """(base URL, key digest): a cached client is reused only for the same server and key."""
     secret = hashlib.sha256(openai_key(what).encode()).hexdigest()[:16]
     return os.environ.get("OPENAI_BASE_URL"), secret
+
+
+def leaves_machine() -> bool:
+    """Whether an OpenAI client's requests go to another machine: any server but one on
+    loopback (OPENAI_BASE_URL unset means OpenAI's own)."""
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        return True
+    try:
+        host = urlsplit(base_url if "://" in base_url else f"http://{base_url}").hostname
+    except ValueError:
+        return True
+    if not host:
+        return True
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a host name: resolved elsewhere, so treated as remote

@@ -9,6 +9,7 @@ answered is state (`answered`, `support`), never read back from the answer's wor
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from crag import prompts
+from crag import cache, prompts
 from crag.context import Context
 from crag.directives import without_directives
 from crag.grading.conflicts import disagreement
@@ -280,7 +281,12 @@ async def grounded(
 
 @recorded
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    update = await answer(state, context_of(runtime))
+    ctx = context_of(runtime)
+    update = await answer(state, ctx)
+    # a confident, verified answer is kept for the same question (the tenant's cache)
+    if await asyncio.to_thread(cache.store, ctx, state["question"], {**state, **update}):
+        step = update["path"][0]
+        update["path"] = [{**step, "detail": f"{step['detail']}; cached"}]
     # the conversation keeps the reply, and the standalone question it answered
     reply = AIMessage(update["answer"], response_metadata={"question": state["question"]})
     return {**update, "messages": [reply]}

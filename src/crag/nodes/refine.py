@@ -25,7 +25,7 @@ from crag.grading.confidence import Weights, rate, signals_of, weights_for
 from crag.grading.conflicts import resolve
 from crag.grading.constraints import stated
 from crag.grading.registry import make_strip_grader
-from crag.models.embeddings import make_embeddings
+from crag.models.embeddings import embeddings_for
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Passage, State, Strip
 from crag.text import strips_of
@@ -154,9 +154,7 @@ def _unit_vectors(ctx: Context, texts: Sequence[str]) -> dict[str, np.ndarray]:
     unique = list(dict.fromkeys(texts))
     if not unique:
         return {}
-    embedder = make_embeddings(
-        ctx.embeddings, threads=ctx.threads, timeout_s=ctx.embeddings_timeout_s
-    )
+    embedder = embeddings_for(ctx)
     vectors = np.asarray(embedder.embed_documents(unique), dtype=np.float32)
     embedder.remember(unique, [v.copy() for v in vectors])
     units = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True).clip(min=1e-9)

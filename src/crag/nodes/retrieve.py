@@ -1,13 +1,16 @@
-"""retrieve: the k library chunks nearest to the question."""
+"""retrieve: the k library chunks nearest to the question, or the tenant's cached
+answer to it (the run then ends here: `route_after_retrieve`)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
+from crag import cache
 from crag.context import Context
 from crag.nodes.followup import standalone
 from crag.nodes.trail import context_of, note, recorded
@@ -23,12 +26,13 @@ FRESH_RUN = {
     "web_error": "",
     "searched": [],
     "parts": [],
-    "redacted": [],
+    "redacted": Overwrite([]),
     "strips": [],
     "kept_strips": [],
     "answer": "",
     "citations": [],
     "unsupported": [],
+    "cached": False,
 }
 
 
@@ -45,7 +49,40 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # bounded work on any input, also for callers that skip the API (langgraph dev)
     asked = clean_question(asked, ctx.max_question_chars)
     question, reading = await standalone(asked, messages, ctx)
+    hit = await asyncio.to_thread(cache.lookup, ctx, question)
+    if hit is not None:
+        return from_cache(hit, question, said, reading, ctx)
     hits = await asyncio.to_thread(library_retrieve, ctx, ctx.collection, question, ctx.k)
     docs = [hit_to_passage(hit, origin="library") for hit in hits]
     detail = "; ".join(filter(None, [reading, f"{len(docs)} chunks from {ctx.collection!r}"]))
-    return {**FRESH_RUN, "question": question, "messages": said, "docs": docs, **note(detail)}
+    return {
+        **FRESH_RUN,
+        "tenant": ctx.tenant,
+        "question": question,
+        "messages": said,
+        "docs": docs,
+        **note(detail),
+    }
+
+
+def from_cache(
+    hit: cache.Hit, question: str, said: list[HumanMessage], reading: str, ctx: Context
+) -> dict[str, Any]:
+    """The run's result from the tenant's answer cache: nothing is retrieved or graded."""
+    reply = AIMessage(
+        str(hit.result.get("answer", "")),
+        response_metadata={"question": question, "cached": True},
+    )
+    detail = f"cached answer (similarity {hit.similarity:.2f} to {hit.question!r})"
+    return {
+        **FRESH_RUN,
+        **hit.result,
+        "tenant": ctx.tenant,
+        "cached": True,
+        "question": question,
+        "messages": [*said, reply],
+        "docs": [],
+        "scores": [],
+        "missing_terms": [],
+        **note("; ".join(filter(None, [reading, detail]))),
+    }

@@ -7,8 +7,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from crag.context import Context, context_from
+from crag.redact import collecting, scrub
 from crag.state import State, Step
 
 
@@ -31,13 +33,44 @@ def note(detail: str) -> dict[str, list[Step]]:
     return {"path": [{"node": "", "seconds": 0.0, "detail": detail}]}
 
 
+def with_masked(update: dict[str, Any], kinds: list[str]) -> dict[str, Any]:
+    """The update, with the kinds of data a model client masked added to `redacted`."""
+    if not kinds:
+        return update
+    said = update.get("redacted")
+    if isinstance(said, Overwrite):  # a run starting afresh
+        return {**update, "redacted": Overwrite([*said.value, *kinds])}
+    return {**update, "redacted": list(dict.fromkeys([*(said or []), *kinds]))}
+
+
+def scrubbed(value: Any) -> Any:
+    """A state value without the machine's secrets (see `crag.redact.scrub`)."""
+    if isinstance(value, str):
+        return scrub(value, shapes=False)
+    if isinstance(value, list):
+        return [scrubbed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: scrubbed(v) for k, v in value.items()}
+    return value
+
+
+#: State fields written from errors: a server's error message may quote a key of any kind.
+_FROM_ERRORS = ("web_error",)
+
+
 def recorded(fn: NodeBody) -> Node:
-    """Time a node and record (name, seconds, detail) in the state's path."""
+    """Time a node and record (name, seconds, detail) in the state's path, and what its
+    model calls masked (`redacted`). No secret of the machine's reaches the state."""
 
     async def node(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         start = time.perf_counter()
-        update = await fn(state, runtime)
-        detail = (update.get("path") or [{"detail": ""}])[0]["detail"]
+        with collecting() as kinds:
+            update = with_masked(await fn(state, runtime), kinds)
+        update = {k: v if k == "messages" else scrubbed(v) for k, v in update.items()}
+        for name in _FROM_ERRORS:
+            if isinstance(update.get(name), str):
+                update[name] = scrub(update[name])
+        detail = scrub((update.get("path") or [{"detail": ""}])[0]["detail"])
         step: Step = {
             "node": fn.__name__,
             "seconds": round(time.perf_counter() - start, 3),

@@ -8,6 +8,12 @@ default embedding function would try to download a model on first use, which
 fails offline. Each collection records the embeddings spec it was built with,
 so a query embedded by a different model is refused instead of returning noise.
 
+Tenants share a collection: every chunk names its tenant in its metadata
+(`TENANT_KEY`), and every read here is filtered by the run's tenant, so no caller
+can forget the filter. A collection written before tenants existed has no tenant
+key on its chunks; they are the default tenant's, and the next ingest into it
+stamps them so (`adopt_untagged`, metadata only, nothing re-embedded).
+
 Chroma's failures come back as one-line `StoreError`s naming the cause and the fix
 (full disk, read-only folder, damaged database, lost server), and a collection's
 persisted vector index is checked before Chroma loads it: Chroma's native loader
@@ -29,14 +35,14 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
-from crag.context import Context
+from crag.context import DEFAULT_TENANT, Context
 from crag.errors import CragError, DamagedStore, StoreError
-from crag.models.embeddings import make_embeddings
+from crag.models.embeddings import embeddings_for
 from crag.state import Origin, Passage
 
 if TYPE_CHECKING:
@@ -49,6 +55,10 @@ log = logging.getLogger(__name__)
 EMBEDDINGS_KEY = "crag_embeddings"
 #: Collection metadata key that changes whenever an ingest changes the collection.
 VERSION_KEY = "crag_version"
+#: Chunk metadata key: the tenant whose library holds the chunk.
+TENANT_KEY = "tenant"
+#: Collection metadata key, set once every chunk of the collection names its tenant.
+TENANTS_KEY = "crag_tenants"
 
 
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{1,510})[A-Za-z0-9]")
@@ -380,8 +390,10 @@ def get_collection(
     check_collection_name(name)
     with _guard(client, name):
         try:
-            if create:
-                metadata = {EMBEDDINGS_KEY: embeddings} if embeddings else None
+            if create:  # a new collection's chunks all name their tenant
+                metadata: dict[str, Any] = {TENANTS_KEY: True}
+                if embeddings:
+                    metadata[EMBEDDINGS_KEY] = embeddings
                 collection = client.get_or_create_collection(
                     name,
                     # A wider beam than Chroma's default (100): at library sizes the exact
@@ -833,9 +845,7 @@ def retrieve(
         )
     if k < 1:
         return []
-    embedder = make_embeddings(
-        ctx.embeddings, threads=ctx.threads, timeout_s=ctx.embeddings_timeout_s
-    )
+    embedder = embeddings_for(ctx)
     vector: Sequence[float] = embedder.embed_query(query)
     dimension = getattr(getattr(collection, "_model", None), "dimension", None)
     if isinstance(dimension, int) and dimension != len(vector):
@@ -849,18 +859,21 @@ def retrieve(
         result = collection.query(
             query_embeddings=[vector],
             n_results=max(4 * k, 20),
-            where=where,
+            where=_both(where, tenant_where(collection, ctx.tenant)),
             include=["documents", "metadatas", "distances", "embeddings"],
         )
     ids = result["ids"][0] if result["ids"] else []
     docs = (result.get("documents") or [[]])[0]
+    metas = (result.get("metadatas") or [[]])[0]
+    dists = (result.get("distances") or [[]])[0]
+    mine = [i for i in range(len(ids)) if belongs(metas[i], collection, ctx.tenant)]
+    if len(mine) < len(ids):  # a tenant's first ingest running meanwhile, or another writer
+        log.debug("dropped %d chunk(s) of other tenants from a query", len(ids) - len(mine))
     vectors = result.get("embeddings")
     if vectors is not None and len(vectors):
         # The grader will score these chunks next: spare it re-running the model.
-        embedder.remember([d or "" for d in docs], list(vectors[0]))
-    metas = (result.get("metadatas") or [[]])[0]
-    dists = (result.get("distances") or [[]])[0]
-    order = sorted(range(len(ids)), key=lambda i: (dists[i], ids[i]))[:k]
+        embedder.remember([docs[i] or "" for i in mine], [vectors[0][i] for i in mine])
+    order = sorted(mine, key=lambda i: (dists[i], ids[i]))[:k]
     return [
         {
             "id": ids[i],
@@ -873,18 +886,15 @@ def retrieve(
 
 
 def describe(ctx: Context, collection_name: str) -> dict[str, Any]:
-    """What a collection holds: chunk count, files, embeddings spec (for `crag status`)."""
+    """What the tenant's part of a collection holds: chunk count, files, embeddings spec."""
+    records = list(tenant_records(ctx, collection_name))
     collection = get_collection(open_client(ctx), collection_name)
-    sources = {
-        str(r.metadata["source"]) for r in iter_records(collection) if "source" in r.metadata
-    }
-    with _guard(collection, collection_name):
-        chunks = collection.count()
     return {
         "collection": collection_name,
+        "tenant": ctx.tenant,
         "location": ctx.chroma_url or str(ctx.chroma_path),
-        "chunks": chunks,
-        "files": len(sources),
+        "chunks": len(records),
+        "files": len({str(r.metadata["source"]) for r in records if "source" in r.metadata}),
         "embeddings": (collection.metadata or {}).get(EMBEDDINGS_KEY),
     }
 
@@ -898,14 +908,19 @@ class Record(NamedTuple):
 
 
 def iter_records(
-    collection: Collection, *, texts: bool = False, page: int = 5000
+    collection: Collection,
+    *,
+    texts: bool = False,
+    page: int = 5000,
+    where: dict[str, Any] | None = None,
 ) -> Iterator[Record]:
-    """Every chunk of a collection with its metadata (and text), read in pages."""
+    """Every chunk of a collection (matching `where`) with its metadata (and text), read
+    in pages. Every tenant's: a run reads `tenant_records`."""
     include: Any = ["metadatas", "documents"] if texts else ["metadatas"]
     offset = 0
     while True:
         with _guard(collection, collection.name):
-            got = collection.get(include=include, limit=page, offset=offset)
+            got = collection.get(include=include, limit=page, offset=offset, where=where)
         ids = got["ids"]
         docs = got.get("documents") or [""] * len(ids)
         for cid, text, meta in zip(ids, docs, got.get("metadatas") or [], strict=False):
@@ -943,11 +958,16 @@ def delete(collection: Collection, ids: Sequence[str]) -> None:
             collection.delete(ids=list(ids[start : start + _DELETE_BATCH]))
 
 
-def vectors_by(collection: Collection, key: str, values: Sequence[str]) -> dict[str, list[float]]:
-    """The stored vector of one chunk per metadata value `key` (e.g. a content hash)."""
+def vectors_by(
+    collection: Collection, key: str, values: Sequence[str], tenant: str
+) -> dict[str, list[float]]:
+    """The stored vector of one of `tenant`'s chunks per metadata value `key` (e.g. a
+    content hash). Only the tenant's own: a vector reused from another tenant's chunk
+    would tell (in an ingest's counts) that the other tenant holds the same text."""
     known: dict[str, list[float]] = {}
     for start in range(0, len(values), _IN_BATCH):
-        where: Any = {key: {"$in": list(values[start : start + _IN_BATCH])}}
+        batch = list(values[start : start + _IN_BATCH])
+        where: Any = {"$and": [{key: {"$in": batch}}, {TENANT_KEY: tenant}]}
         with _guard(collection, collection.name):
             got = collection.get(where=where, include=["embeddings", "metadatas"])
         embeddings = got.get("embeddings")
@@ -959,27 +979,117 @@ def vectors_by(collection: Collection, key: str, values: Sequence[str]) -> dict[
     return known
 
 
-def mark_changed(collection: Collection) -> None:
-    """Give the collection a new version: what was derived from its text is stale."""
+def _version_key(tenant: str) -> str:
+    return f"{VERSION_KEY}:{tenant}"
+
+
+def mark_changed(collection: Collection, tenant: str) -> None:
+    """Give the tenant's part of the collection a new version: what was derived from its
+    text (the coverage index, cached answers) is stale. The collection's own version
+    changes too."""
+    version = uuid.uuid4().hex
     with _guard(collection, collection.name):
-        collection.modify(metadata={**(collection.metadata or {}), VERSION_KEY: uuid.uuid4().hex})
+        collection.modify(
+            metadata={
+                **(collection.metadata or {}),
+                VERSION_KEY: version,
+                _version_key(tenant): version,
+            }
+        )
 
 
 def library_version(ctx: Context, collection_name: str) -> str:
-    """Changes whenever the collection's chunks do (the chunk count for a collection
-    written before versions were kept)."""
+    """Changes whenever the tenant's chunks in the collection do (for the default tenant
+    of a collection written before tenants, the collection's version, or its chunk count
+    before versions were kept)."""
     collection = get_collection(open_client(ctx), collection_name)
-    version = (collection.metadata or {}).get(VERSION_KEY)
+    metadata = collection.metadata or {}
+    version = metadata.get(_version_key(ctx.tenant))
     if version:
         return str(version)
+    if ctx.tenant != DEFAULT_TENANT or not _untagged(collection):
+        return "empty"  # the tenant never ingested into this collection
+    if metadata.get(VERSION_KEY):
+        return str(metadata[VERSION_KEY])
     with _guard(collection, collection_name):
         return f"count:{collection.count()}"
 
 
-def all_texts(ctx: Context, collection_name: str) -> list[str]:
-    """Every chunk's text (for indexes derived from the whole library)."""
+# --- tenants ---------------------------------------------------------------------------------
+
+
+def _untagged(collection: Collection) -> bool:
+    """A collection written before tenants existed: its chunks name no tenant."""
+    return not (collection.metadata or {}).get(TENANTS_KEY)
+
+
+def tenants_of(collection: Collection) -> set[str]:
+    """The tenants that ever wrote to the collection (each records a version before its
+    first chunk is written)."""
+    prefix = _version_key("")
+    return {k[len(prefix) :] for k in collection.metadata or {} if k.startswith(prefix)}
+
+
+def tenant_where(collection: Collection, tenant: str) -> dict[str, Any] | None:
+    """The filter that keeps `tenant`'s chunks in queries, or None where it would keep
+    every chunk: for the default tenant of a collection written before tenants, and for
+    the only tenant that ever wrote to the collection (a filter that matches every chunk
+    makes a query 10-20 times slower). `belongs` checks every hit either way."""
+    if _untagged(collection):
+        return None if tenant == DEFAULT_TENANT else {TENANT_KEY: tenant}
+    if tenants_of(collection) == {tenant}:
+        return None
+    return {TENANT_KEY: tenant}
+
+
+def belongs(metadata: Mapping[str, Any] | None, collection: Collection, tenant: str) -> bool:
+    """Whether a chunk with this metadata is `tenant`'s."""
+    owner = (metadata or {}).get(TENANT_KEY)
+    if owner is None:  # only in a collection written before tenants: the default's
+        return tenant == DEFAULT_TENANT and _untagged(collection)
+    return owner == tenant
+
+
+def _both(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    if a and b:
+        return {"$and": [a, b]}
+    return a or b
+
+
+def tenant_records(
+    ctx: Context, collection_name: str, *, texts: bool = False, page: int = 5000
+) -> Iterator[Record]:
+    """Every chunk of the run's tenant in a collection, read in pages."""
     collection = get_collection(open_client(ctx), collection_name)
-    return [r.text for r in iter_records(collection, texts=True)]
+    where = tenant_where(collection, ctx.tenant)
+    for record in iter_records(collection, texts=texts, page=page, where=where):
+        if belongs(record.metadata, collection, ctx.tenant):
+            yield record
+
+
+def adopt_untagged(collection: Collection) -> int:
+    """Stamp every chunk without a tenant as the default tenant's (metadata only), and mark
+    the collection as fully tagged; returns how many were stamped. For a collection
+    written before tenants existed, before another tenant writes to it."""
+    metadata = collection.metadata or {}
+    if metadata.get(TENANTS_KEY):
+        return 0
+    untagged = [r.id for r in iter_records(collection) if TENANT_KEY not in r.metadata]
+    for start in range(0, len(untagged), _DELETE_BATCH):
+        ids = untagged[start : start + _DELETE_BATCH]
+        with _guard(collection, collection.name):
+            collection.update(ids=ids, metadatas=[{TENANT_KEY: DEFAULT_TENANT}] * len(ids))
+    marks: dict[str, Any] = {TENANTS_KEY: True}
+    if untagged and not metadata.get(_version_key(DEFAULT_TENANT)):  # see `tenants_of`
+        marks[_version_key(DEFAULT_TENANT)] = metadata.get(VERSION_KEY) or uuid.uuid4().hex
+    with _guard(collection, collection.name):
+        collection.modify(metadata={**metadata, **marks})
+    return len(untagged)
+
+
+def all_texts(ctx: Context, collection_name: str) -> list[str]:
+    """Every text of the tenant's chunks (for indexes derived from its whole library)."""
+    return [r.text for r in tenant_records(ctx, collection_name, texts=True)]
 
 
 def hit_to_passage(hit: dict[str, Any], origin: Origin) -> Passage:

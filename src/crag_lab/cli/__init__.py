@@ -10,6 +10,16 @@ import argparse
 import math
 from collections.abc import Callable
 
+from crag.cli.options import context_from_args
+from crag.context import Context
+
+
+def measured_context(args: argparse.Namespace) -> Context:
+    """The run's Context from the flags, without the answer cache: the lab measures the
+    graph itself, and a cached answer would skip the steps it measures (and store answers
+    the lab's partial graphs never verified)."""
+    return context_from_args(args).with_overrides(cache=False)
+
 
 def grid_step(span: float = 1.0) -> Callable[[str], float]:
     """An argparse type: a threshold grid step in (0, span], refused before any question

@@ -12,8 +12,8 @@ import logging
 import sys
 from pathlib import Path
 
-from crag.cli.options import add_context_flags, context_from_args, positive_int
-from crag_lab.cli import grid_step
+from crag.cli.options import add_context_flags, positive_int
+from crag_lab.cli import grid_step, measured_context
 from crag_lab.dataset import load_pairs, load_questions, stratified
 from crag_lab.evaluate import default_out, evaluate
 from crag_lab.protocol import pair_sources
@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
-    ctx = context_from_args(args)
+    ctx = measured_context(args)
     systems = parse_systems(args.systems)
     every_question = load_questions(args.questions)
     questions = stratified(every_question, args.limit)

@@ -21,7 +21,7 @@ from crag.errors import ProviderError
 from crag.grading.features import FEATURES, FeatureGrader
 from crag.grading.trained import save_trained_grader
 from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.models.embeddings import make_embeddings
+from crag.models.embeddings import embeddings_for
 from crag.retrieval.library import retrieve
 from crag_lab import fit
 from crag_lab.dataset import Pair, load_pairs, load_questions
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         pairs += _generated(ctx, args)
     if not pairs:
         raise ValueError("no training pairs (use --pairs and/or --generate)")
-    grader = FeatureGrader(make_embeddings(ctx.embeddings, threads=ctx.threads))
+    grader = FeatureGrader(embeddings_for(ctx))
     data = fit.featurize(grader, pairs, progress=_bar("featurizing questions"))
     labels = (data.y > 0.5).tolist()
     print(f"{len(pairs)} pairs, {len(set(data.groups))} questions, {sum(labels)} relevant")
@@ -193,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
         "pairs": len(pairs),
         "questions": len(set(data.groups)),
         "collection": ctx.collection,
+        "tenant": ctx.tenant,
         "cross_validation": {k: v for k, v in (cv or {}).items() if k != "scores"},
         "pairs_per_second": round(data.pairs_per_second, 1),
     }

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crag.cli.options import add_context_flags, context_from_args, positive_int
+from crag.cli.options import add_context_flags, positive_int
 from crag.context import Context, save_settings
-from crag_lab.cli import grid_step
+from crag_lab.cli import grid_step, measured_context
 from crag_lab.dataset import load_questions, stratified
 from crag_lab.plots import threshold_surface
 from crag_lab.progress import Bar
@@ -92,7 +92,7 @@ def render(result: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
-    ctx = context_from_args(args)
+    ctx = measured_context(args)
     path = args.questions
     questions = stratified(load_questions(path), args.limit)
     if not args.quiet:

@@ -1,0 +1,284 @@
+"""The answer cache: a tenant's confident answers, served again to the same question.
+
+Only an answer crag is sure of is kept: verdict `correct`, answered, and verified
+(`support == "supported"`); a refusal, a partial or corrected answer, an answer from the
+web path, and one whose `confidence` (when the state has one) is below
+`cache_min_confidence` never are. An entry records the tenant, the knobs the answer
+depends on and the version of the tenant's library it came from, so that it serves only
+the same tenant under the same settings, and an ingest that changes the library retires
+it.
+
+A question is served from the cache when its embedding is within `cache_threshold` of a
+cached question's and the two ask the same thing: the same years, dates, versions and
+names (`grading.constraints`), and the same content words, where a word may be swapped
+only for a near-synonym ("yearly" for "annual", not "monthly"). Embeddings alone rate
+"the refund window for annual plans" and "... for monthly plans" as near-identical
+(0.93 with MiniLM, above real paraphrases at 0.84): the rest of the question is the same.
+
+The cache is one SQLite file in CRAG_HOME (`answers.sqlite`), next to the index: a few
+thousand small rows scanned with numpy per lookup (well under a millisecond), eviction
+and invalidation as plain SQL, transactions across processes, and nothing to rebuild
+if it is lost. A cache that cannot be read or written is skipped with a warning: it
+only ever saves time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from crag.context import Context
+from crag.errors import CragError
+from crag.grading.constraints import constraints
+from crag.grading.trained import model_path
+from crag.models.embeddings import embeddings_for
+from crag.retrieval.library import library_version
+from crag.text import content_words, normalize, stem
+
+log = logging.getLogger(__name__)
+
+CACHE_FILE = "answers.sqlite"
+#: Two words swapped between questions count as synonyms from this cosine similarity of
+#: their embeddings (MiniLM: annual/yearly 0.82, buy/purchase 0.87; antonyms and
+#: siblings lower: enable/disable 0.73, annual/monthly 0.57).
+SYNONYM = 0.80
+#: More swapped words than this is another question, however close the embeddings.
+MAX_SWAPS = 3
+#: What of a run's state an entry keeps, and serves back.
+KEPT = ("answer", "citations", "verdict", "support", "answered", "unsupported", "grader")
+#: The knobs an answer depends on (besides the library): an entry serves runs with the
+#: same values only. The external source is not among them: a `correct` verdict never
+#: searches.
+ANSWER_KNOBS = tuple(
+    f.name
+    for f in fields(Context)
+    if f.name
+    in {
+        "collection",
+        "embeddings",
+        "chat_model",
+        "grader",
+        "judge_model",
+        "k",
+        "upper",
+        "lower",
+        "coverage_check",
+        "cascade_low",
+        "cascade_high",
+        "refine",
+        "strip_sentences",
+        "strip_threshold",
+        "max_strips",
+        "redact_queries",
+        "verify",
+        "verify_claims",
+        "near_miss_answers",
+        "max_answer_tokens",
+    }
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS answers (
+    id INTEGER PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    library TEXT NOT NULL,
+    question TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    result TEXT NOT NULL,
+    stored REAL NOT NULL,
+    used REAL NOT NULL,
+    hits INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS answers_by_tenant ON answers (tenant, scope, library);
+"""
+
+
+@dataclass
+class Hit:
+    """A cached answer for a question: the earlier question, how close, and the answer."""
+
+    question: str
+    similarity: float
+    result: dict[str, Any]
+
+
+def worth_keeping(result: Mapping[str, Any], ctx: Context) -> bool:
+    """Whether a run's result may be cached: a confident, verified answer only."""
+    if result.get("verdict") != "correct" or result.get("answered") is not True:
+        return False
+    if result.get("support") != "supported" or result.get("unsupported"):
+        return False
+    confidence = result.get("confidence")
+    return not (isinstance(confidence, float) and confidence < ctx.cache_min_confidence)
+
+
+def scope(ctx: Context) -> str:
+    """The knobs an answer depends on, as one key (a retrained grader changes it too)."""
+    knobs: dict[str, Any] = {name: getattr(ctx, name) for name in ANSWER_KNOBS}
+    if ctx.grader in ("auto", "trained"):
+        try:
+            knobs["trained"] = model_path(ctx).stat().st_mtime_ns
+        except OSError:
+            knobs["trained"] = None
+    return hashlib.sha256(json.dumps(knobs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _unit(vector: Any) -> np.ndarray:
+    v = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm else v
+
+
+def _stems(question: str) -> dict[str, str]:
+    """The question's content words by stem ("plans" and "plan" are one)."""
+    return {stem(w): w for w in content_words(normalize(question))}
+
+
+def same_question(asked: str, earlier: str, embedder: Embeddings) -> bool:
+    """Whether two questions close in embedding ask the same: the same constraints, and
+    the same content words but for near-synonyms swapped one for one. A word added or
+    dropped narrows or widens the question ("... for annual plans"), so it does not."""
+    if set(constraints(asked)) != set(constraints(earlier)):
+        return False
+    mine, theirs = _stems(asked), _stems(earlier)
+    only_mine = [mine[s] for s in sorted(mine.keys() - theirs.keys())]
+    only_theirs = [theirs[s] for s in sorted(theirs.keys() - mine.keys())]
+    if len(only_mine) != len(only_theirs) or len(only_mine) > MAX_SWAPS:
+        return False
+    if not only_mine:
+        return True
+    vectors = [_unit(v) for v in embedder.embed_documents([*only_mine, *only_theirs])]
+    n = len(only_mine)
+    sims = np.array([[float(vectors[i] @ vectors[n + j]) for j in range(n)] for i in range(n)])
+    matched_mine: set[int] = set()
+    matched_theirs: set[int] = set()
+    for i, j in sorted(np.ndindex(n, n), key=lambda ij: -sims[ij]):
+        if sims[i, j] >= SYNONYM and i not in matched_mine and j not in matched_theirs:
+            matched_mine.add(i)
+            matched_theirs.add(j)
+    return len(matched_mine) == n
+
+
+@contextmanager
+def _database(ctx: Context, *, create: bool) -> Iterator[sqlite3.Connection | None]:
+    """The cache file (None if there is none yet and `create` is off), in a transaction."""
+    path = ctx.home / CACHE_FILE
+    if not create and not path.is_file():
+        yield None
+        return
+    with closing(sqlite3.connect(path, timeout=5.0)) as db:
+        db.executescript(_SCHEMA)
+        with db:  # one transaction: committed, or rolled back on an error
+            yield db
+
+
+def _unavailable(ctx: Context, exc: Exception) -> None:
+    log.warning(
+        "the answer cache %s is unusable (%s: %s); answering without it (delete the file to "
+        "start a new one)",
+        ctx.home / CACHE_FILE,
+        type(exc).__name__,
+        " ".join(str(exc).split()),
+    )
+
+
+def lookup(ctx: Context, question: str) -> Hit | None:
+    """The tenant's cached answer to `question`, if an earlier question asked the same."""
+    if not ctx.cache:
+        return None
+    try:
+        with _database(ctx, create=False) as db:
+            if db is None:
+                return None
+            tenant, key, version = ctx.tenant, scope(ctx), library_version(ctx, ctx.collection)
+            # entries from an older version of the tenant's library answer nothing now
+            db.execute(
+                "DELETE FROM answers WHERE tenant = ? AND scope = ? AND library <> ?",
+                (tenant, key, version),
+            )
+            rows = db.execute(
+                "SELECT id, question, vector, result FROM answers "
+                "WHERE tenant = ? AND scope = ? AND library = ?",
+                (tenant, key, version),
+            ).fetchall()
+            if not rows:
+                return None
+            embedder = embeddings_for(ctx)
+            vector = _unit(embedder.embed_query(question))
+            stored = np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
+            if stored.shape[1] != vector.shape[0]:
+                return None
+            sims = stored @ vector
+            for i in np.argsort(-sims):
+                if sims[i] < ctx.cache_threshold:
+                    break
+                entry_id, earlier, _, result = rows[int(i)]
+                if same_question(question, earlier, embedder):
+                    db.execute(
+                        "UPDATE answers SET used = ?, hits = hits + 1 WHERE id = ?",
+                        (time.time(), entry_id),
+                    )
+                    return Hit(earlier, round(float(sims[i]), 4), json.loads(result))
+    except CragError as exc:  # no library, a store error: the retrieval reports it
+        log.debug("answer cache lookup skipped: %s", exc)
+    except (sqlite3.Error, OSError, ValueError) as exc:
+        _unavailable(ctx, exc)
+    return None
+
+
+def store(ctx: Context, question: str, result: Mapping[str, Any]) -> bool:
+    """Cache a run's answer to `question` if it is worth keeping; True if it was."""
+    if not ctx.cache or not worth_keeping(result, ctx):
+        return False
+    kept = {name: result[name] for name in KEPT if name in result}
+    try:
+        tenant, key, version = ctx.tenant, scope(ctx), library_version(ctx, ctx.collection)
+        vector = _unit(embeddings_for(ctx).embed_query(question))
+        now = time.time()
+        with _database(ctx, create=True) as db:
+            assert db is not None
+            db.execute(
+                "DELETE FROM answers WHERE tenant = ? AND scope = ? AND question = ?",
+                (tenant, key, question),
+            )
+            db.execute(
+                "INSERT INTO answers (tenant, scope, library, question, vector, result, "
+                "stored, used) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (tenant, key, version, question, vector.tobytes(), json.dumps(kept), now, now),
+            )
+            # the size bound, per tenant: the least recently used go first
+            db.execute(
+                "DELETE FROM answers WHERE tenant = ? AND id NOT IN (SELECT id FROM answers "
+                "WHERE tenant = ? ORDER BY used DESC, id DESC LIMIT ?)",
+                (tenant, tenant, ctx.cache_size),
+            )
+        return True
+    except CragError as exc:
+        log.debug("answer not cached: %s", exc)
+    except (sqlite3.Error, OSError, ValueError) as exc:
+        _unavailable(ctx, exc)
+    return False
+
+
+def entries(ctx: Context) -> int:
+    """How many answers the tenant has cached (under any settings)."""
+    try:
+        with _database(ctx, create=False) as db:
+            if db is None:
+                return 0
+            row = db.execute("SELECT COUNT(*) FROM answers WHERE tenant = ?", (ctx.tenant,))
+            return int(row.fetchone()[0])
+    except (sqlite3.Error, OSError) as exc:
+        _unavailable(ctx, exc)
+        return 0
