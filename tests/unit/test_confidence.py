@@ -58,7 +58,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> FakeEmbeddings:
     embeddings = FakeEmbeddings()
     remembering = Remembering(embeddings)
     monkeypatch.setattr(refine_module, "make_strip_grader", lambda ctx: OverlapGrader())
-    monkeypatch.setattr(refine_module, "make_embeddings", lambda *a, **k: remembering)
+    monkeypatch.setattr(refine_module, "embeddings_for", lambda ctx: remembering)
     return embeddings
 
 
