@@ -127,9 +127,10 @@ class LibraryIndex:
     ) -> None:
         texts = list(texts)
         self.fronts = dict(fronts or {})
-        self.boilerplate = (
-            boilerplate(zip(sources, texts, strict=True)) if sources is not None else frozenset()
-        )
+        self.boilerplate: frozenset[str] = frozenset()
+        if sources is not None:  # a notice follows the title block: read without it
+            sourced = [(s, self.without_front_matter(t, s)) for s, t in zip(sources, texts, strict=True)]
+            self.boilerplate = boilerplate(sourced)
         self.texts = [normalize(t).lower() for t in texts]
         # a Greek letter inside a formula may be typed glued ("2pisigma") or apart
         spaced = [normalize(t, spaced_greek=True).lower() for t in texts if not t.isascii()]
@@ -155,15 +156,21 @@ class LibraryIndex:
                 found.append(short)
         return [f for f in dict.fromkeys(found) if f.lower() not in low]
 
+    def without_front_matter(self, text: str, source: str) -> str:
+        """`text` without the title block of document `source`, if it opens with it."""
+        front = self.fronts.get(source)
+        if not front:
+            return text
+        lines, title = text.split("\n"), front.split("\n")
+        n = 0
+        while n < min(len(lines), len(title)) and lines[n].strip() == title[n]:
+            n += 1
+        return "\n".join(lines[n:]) if n == len(title) else text
+
     def without_boilerplate(self, text: str, source: str = "") -> str:
         """`text` (of document `source`) without the library's boilerplate sentences and
         the title block of its document that it opens with (the rest as it was)."""
-        if front := self.fronts.get(source):
-            lines, title = text.split("\n"), front.split("\n")
-            n = 0
-            while n < min(len(lines), len(title)) and lines[n].strip() == title[n]:
-                n += 1
-            text = "\n".join(lines[n:]) if n == len(title) else text
+        text = self.without_front_matter(text, source)
         if not self.boilerplate:
             return text
         for sentence in split_sentences(text):
