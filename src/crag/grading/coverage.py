@@ -129,8 +129,8 @@ class LibraryIndex:
         self.fronts = dict(fronts or {})
         self.boilerplate: frozenset[str] = frozenset()
         if sources is not None:  # a notice follows the title block: read without it
-            sourced = [(s, self.without_front_matter(t, s)) for s, t in zip(sources, texts, strict=True)]
-            self.boilerplate = boilerplate(sourced)
+            pairs = zip(sources, texts, strict=True)
+            self.boilerplate = boilerplate((s, self.without_front_matter(t, s)) for s, t in pairs)
         self.texts = [normalize(t).lower() for t in texts]
         # a Greek letter inside a formula may be typed glued ("2pisigma") or apart
         spaced = [normalize(t, spaced_greek=True).lower() for t in texts if not t.isascii()]
