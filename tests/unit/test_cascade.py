@@ -395,3 +395,31 @@ def test_no_clear_winner_or_a_complex_question_takes_the_full_path(
     assert out["route"] == "full" and "time-sensitive" in out["path"][0]["detail"]
     out, _ = _grade(monkeypatch, "What is dropout?", [0.3, 0.9, 0.5], fast_path=False)
     assert out["route"] == "full"
+
+
+def test_boilerplate_is_a_sentence_shared_by_three_documents() -> None:
+    notice = "Sample document for the project. All names in this\nhandbook are invented."
+    texts = [
+        ("a.pdf", f"{notice}\nThe Team plan costs USD 6 per user per month."),
+        ("b.pdf", f"{notice}\nTokens expire after 90 days. See Figure 2."),
+        ("c.pdf", f"{notice} Backups run at 02:30 every night. See Figure 2."),
+        ("c.pdf", "Backups run at 02:30 every night."),
+        ("d.pdf", "Backups run at 02:30 every night."),  # in two documents only: kept
+    ]
+    index = LibraryIndex([t for _, t in texts], [s for s, _ in texts])
+    assert index.without_boilerplate(texts[0][1]) == "The Team plan costs USD 6 per user per month."
+    assert index.without_boilerplate(texts[1][1]) == "Tokens expire after 90 days. See Figure 2."
+    assert index.without_boilerplate(texts[3][1]) == texts[3][1]
+    # without sources nothing is boilerplate
+    assert LibraryIndex([t for _, t in texts]).without_boilerplate(notice) == notice
+
+
+def test_a_chunk_is_read_without_the_title_block_it_opens_with() -> None:
+    front = "Billing Policy\nExample Ltd."
+    index = LibraryIndex([], [], {"a.pdf": front})
+    body = "1 Scope\nThis policy explains how Example Ltd. charges."
+    assert index.without_boilerplate(f"{front}\n{body}", "a.pdf") == body
+    assert index.without_boilerplate(f"{front}\n{body}", "b.pdf") == f"{front}\n{body}"
+    assert (
+        index.without_boilerplate(f"Billing Policy\n{body}", "a.pdf") == f"Billing Policy\n{body}"
+    )

@@ -302,3 +302,39 @@ def test_dates_as_text_and_metadata_write_them() -> None:
     assert document_date("Published 1 Jan 2021. Revised: 12 May 2023.") == date(2023, 5, 12)
     assert document_date("# Title\n\nBy Ann, 3 May 2022.\n\nBody.") == date(2022, 5, 3)
     assert document_date("x" * 400 + " In 3 May 2022 the war ended.") is None
+
+
+_BODY = (
+    "This policy explains how the company charges for licences, how invoices and payments\n"
+    "work, and when you can get your money back. It applies to all licences bought directly\n"
+    "from the company, through the online store or by invoice, on or after 1 April 2024.\n"
+)
+
+
+def test_a_title_block_is_front_matter_and_the_body_stays() -> None:
+    width = loaders.full_line([loaders.Page(1, "1", _BODY)])
+    title = "Billing Policy\nHandbook, part 3 of 3 - version 2024-03\nExample Ltd."
+    front, rest = loaders.title_block(f"{title}\n1 Scope\n{_BODY}", width)
+    assert front == title
+    assert rest == "1 Scope\n" + _BODY  # a numbered heading starts the body
+    # a page that opens with its text, or with a sentence set alone, has no title block
+    assert loaders.title_block(_BODY, width) == ("", _BODY)
+    alone = "The licence is valid for one year from the purchase.\n" + _BODY
+    assert loaders.title_block(alone, width) == ("", alone)
+
+
+def test_markdown_title_heading_stays_with_its_text(tmp_path: Path) -> None:
+    path = tmp_path / "post.md"
+    path.write_text("# Pricing changes\n\n*Posted on 4 December 2024.*\n\n" + _BODY)
+    doc = load_document(path)
+    assert doc.title == "Pricing changes" and doc.front_matter == ""
+    assert doc.pages[0].text.startswith("# Pricing changes")
+
+
+def test_book_title_block_is_its_front_matter(book: Path) -> None:
+    doc = load_document(book)
+    assert doc.front_matter.startswith("Multilayer Perceptrons and")
+    lines = doc.pages[0].text.split("\n")
+    front = doc.front_matter.split("\n")
+    assert lines[: len(front)] == front  # the chunks keep it: their embedding finds the title
+    assert lines[len(front)].startswith("Adapted from")  # the notice is a sentence: no title

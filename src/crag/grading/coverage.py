@@ -8,6 +8,12 @@ Lookups compare the normal form (`crag.text.normalize`, lower-cased) of the ques
 and of the library: a typeset book writes "β", "3×3" and "Gauss–Newton" where people
 type "beta", "3x3" and "Gauss-Newton". The library's words (the run's tenant's chunks
 only) are read once per library version (an ingest that changes it gives it a new one).
+
+The same index knows the library's boilerplate: a sentence found word for word in
+several of its documents (a series disclaimer, a licence or copyright notice), and the
+title block a document opens with (its front matter, recorded at ingest), say nothing
+about any question, so they are taken out of every passage read from the library
+before it is graded, refined or quoted.
 """
 
 from __future__ import annotations
@@ -17,12 +23,13 @@ import functools
 import json
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from crag.context import Context
-from crag.retrieval.library import all_texts, library_version
-from crag.text import STOPWORDS, folded_words, normalize, terms
+from crag.retrieval.library import library_version, sourced_texts
+from crag.state import Passage
+from crag.text import STOPWORDS, folded_words, normalize, split_sentences, terms
 
 _TOKENIZER = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
 
@@ -84,11 +91,46 @@ def times_named(phrase: str, text: str) -> int:
     return len(pattern.findall(normalize(text).lower())) if pattern else 0
 
 
-class LibraryIndex:
-    """The words of a library in normal form, and its chunks' normal-form texts."""
+#: Documents that must share a sentence word for word for it to be boilerplate: two may
+#: be editions or copies of one work; a notice is printed in every document of a series.
+BOILERPLATE_DOCUMENTS = 3
+#: Words (not numbers) a boilerplate sentence has at least: shorter ones ("See Figure 2.",
+#: a numbered heading "1.6 Exercises") are phrases that any texts may share.
+BOILERPLATE_WORDS = 4
 
-    def __init__(self, texts: Iterable[str]) -> None:
+
+def sentence_key(sentence: str) -> str:
+    """A sentence as its words: line breaks, hyphenation, case and typography aside."""
+    return " ".join(folded_words(sentence))
+
+
+def boilerplate(sourced: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """Keys of the sentences that `BOILERPLATE_DOCUMENTS` documents or more share."""
+    found: dict[str, set[str]] = {}
+    for source, text in sourced:
+        for sentence in split_sentences(text):
+            key = sentence_key(sentence)
+            if sum(not w.isdigit() for w in key.split()) >= BOILERPLATE_WORDS:
+                found.setdefault(key, set()).add(source)
+    return frozenset(k for k, docs in found.items() if len(docs) >= BOILERPLATE_DOCUMENTS)
+
+
+class LibraryIndex:
+    """The words of a library in normal form, its chunks' normal-form texts, and the
+    sentences that are boilerplate in it (when its texts come with their sources)."""
+
+    def __init__(
+        self,
+        texts: Iterable[str],
+        sources: Iterable[str] | None = None,
+        fronts: Mapping[str, str] | None = None,
+    ) -> None:
         texts = list(texts)
+        self.fronts = dict(fronts or {})
+        self.boilerplate: frozenset[str] = frozenset()
+        if sources is not None:  # a notice follows the title block: read without it
+            pairs = zip(sources, texts, strict=True)
+            self.boilerplate = boilerplate((s, self.without_front_matter(t, s)) for s, t in pairs)
         self.texts = [normalize(t).lower() for t in texts]
         # a Greek letter inside a formula may be typed glued ("2pisigma") or apart
         spaced = [normalize(t, spaced_greek=True).lower() for t in texts if not t.isascii()]
@@ -113,6 +155,29 @@ class LibraryIndex:
             elif long in low:
                 found.append(short)
         return [f for f in dict.fromkeys(found) if f.lower() not in low]
+
+    def without_front_matter(self, text: str, source: str) -> str:
+        """`text` without the title block of document `source`, if it opens with it."""
+        front = self.fronts.get(source)
+        if not front:
+            return text
+        lines, title = text.split("\n"), front.split("\n")
+        n = 0
+        while n < min(len(lines), len(title)) and lines[n].strip() == title[n]:
+            n += 1
+        return "\n".join(lines[n:]) if n == len(title) else text
+
+    def without_boilerplate(self, text: str, source: str = "") -> str:
+        """`text` (of document `source`) without the library's boilerplate sentences and
+        the title block of its document that it opens with (the rest as it was)."""
+        text = self.without_front_matter(text, source)
+        if not self.boilerplate:
+            return text
+        for sentence in split_sentences(text):
+            if sentence_key(sentence) in self.boilerplate:
+                spelled = r"\s+".join(map(re.escape, sentence.split()))
+                text = re.sub(spelled, "", text, count=1)
+        return text.strip()
 
     def has_word(self, word: str) -> bool:
         return any(form in self.words for form in _forms(word))
@@ -177,12 +242,27 @@ def library_index(ctx: Context, collection: str) -> LibraryIndex:
     with _INDEXES_LOCK:
         index = _INDEXES.get(key)
     if index is None:
-        index = LibraryIndex(all_texts(ctx, collection))
+        sourced, fronts = sourced_texts(ctx, collection)
+        index = LibraryIndex([t for _, t in sourced], [s for s, _ in sourced], fronts)
         with _INDEXES_LOCK:
             for old in [k for k in _INDEXES if k[:3] == key[:3]]:
                 del _INDEXES[old]  # an older version of the same library
             _INDEXES[key] = index
     return index
+
+
+def without_boilerplate(
+    ctx: Context, collection: str, docs: Sequence[Passage]
+) -> tuple[list[Passage], int]:
+    """The passages read from `collection` without its boilerplate sentences, and how many
+    were nothing else (those go)."""
+    index = library_index(ctx, collection)
+    kept: list[Passage] = []
+    for doc in docs:
+        text = index.without_boilerplate(doc["text"], doc.get("source", ""))
+        if folded_words(text):
+            kept.append(doc if text == doc["text"] else {**doc, "text": text})
+    return kept, len(docs) - len(kept)
 
 
 def missing_terms(ctx: Context, collection: str, wanted: Sequence[str]) -> list[str]:

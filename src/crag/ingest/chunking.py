@@ -11,14 +11,15 @@ from dataclasses import dataclass
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from crag.ingest.loaders import Page
+from crag.ingest.loaders import NUMBERED_HEADING, Page
 
 #: Bump when the text extraction or splitting rules change: it is part of every chunk
 #: id, so a new version re-indexes files instead of mixing old and new chunks.
 # 2: page markers and short documents' running lines dropped; 3: document dates and kinds
 # in the metadata (an ingest re-writes the chunks, reusing their vectors; until then
-# chunks without them read as undated)
-CHUNKER_VERSION = "3"
+# chunks without them read as undated); 4: a PDF's title block in the metadata (front matter,
+# read out of the chunks it opens)
+CHUNKER_VERSION = "4"
 
 #: Chunks with fewer word characters than this (a lone figure number, a stray
 #: heading) carry nothing worth retrieving.
@@ -34,7 +35,7 @@ SEPARATORS: dict[str, list[str]] = {
     # headings ("3.1.2 Loss Function", "Chapter 4 ...") mark the paragraphs.
     "pdf": [
         r"\n[ \t]*\n",
-        r"\n(?=(?:Chapter|CHAPTER|Appendix|APPENDIX)?[ \t]*\d+(?:\.\d+)*[ \t]+[A-Z])",
+        rf"\n(?={NUMBERED_HEADING})",
         *_TAIL,
     ],
     "markdown": [r"\n(?=#{1,6}[ \t])", r"\n(?=[^\n]*\n(?:=+|-+)[ \t]*\n)", r"\n[ \t]*\n", *_TAIL],

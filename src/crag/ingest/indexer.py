@@ -499,6 +499,7 @@ class Ingestor:
             TENANT_KEY: self.ctx.tenant,
             "source": source,
             "title": doc.title,
+            "front_matter": doc.front_matter,
             "kind": doc.kind,
             "file_hash": file_hash,
             "version": version,

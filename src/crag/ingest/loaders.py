@@ -15,6 +15,7 @@ from datetime import date
 from pathlib import Path
 
 from crag.grading.constraints import document_date, read_date
+from crag.text import split_sentences
 
 #: Suffix → kind. Anything else in a folder is ignored.
 SUPPORTED: dict[str, str] = {
@@ -52,6 +53,7 @@ class LoadedDocument:
     date: date | None = None  # when it was written, as its text or metadata says
     dated_by: str = ""  # "text" or "pdf"
     url: str = ""  # where a saved web page came from, as its head declares it
+    front_matter: str = ""  # the title block a PDF's first page opens with
 
 
 def dating(text: str, metadata: str = "") -> tuple[date | None, str]:
@@ -208,9 +210,10 @@ def _load_pdf(path: Path, data: bytes) -> LoadedDocument:
             stamp = str(meta.get("/ModDate") or meta.get("/CreationDate") or "")
     except Exception:
         title = ""
-    if not title or _JUNK_TITLE.match(title):
-        title = path.stem
     when, dated_by = dating(pages[0].text, stamp)
+    front = title_block(pages[0].text, full_line(pages))[0] if len(pages) > 1 else ""
+    if not title or _JUNK_TITLE.match(title):
+        title = front.split("\n", 1)[0] if front else path.stem
     return LoadedDocument(
         path=path,
         kind="pdf",
@@ -220,6 +223,7 @@ def _load_pdf(path: Path, data: bytes) -> LoadedDocument:
         warnings=warnings,
         date=when,
         dated_by=dated_by,
+        front_matter=front,
     )
 
 
@@ -273,6 +277,58 @@ def strip_running_lines(texts: list[str], edge: int = 2) -> list[str]:
     return out
 
 
+# --- the title block -------------------------------------------------------------------------
+
+#: A numbered heading ("3.1.2 Loss Function", "Chapter 4 ..."): where a section starts.
+NUMBERED_HEADING = r"(?:Chapter|CHAPTER|Appendix|APPENDIX)?[ \t]*\d+(?:\.\d+)*[ \t]+[A-Z]"
+_NUMBERED_HEADING = re.compile(NUMBERED_HEADING)
+#: Title, subtitles, authors, edition, publisher: a title block longer than this is
+#: something else (a list, a table of contents).
+TITLE_BLOCK_LINES = 12
+#: A line shorter than this share of the document's full lines was set on its own (a
+#: title, a byline); a paragraph's lines run to the margin until its last one.
+SET_ALONE = 0.85
+#: "Halcyon Lattice Ltd.", "J. Smith": a full stop after so few words ends a name.
+NAME_WORDS = 4
+
+
+def full_line(pages: list[Page]) -> float:
+    """How long a full line of the document is: the 90th percentile of its lines."""
+    lengths = sorted(len(x.strip()) for p in pages for x in p.text.split("\n") if x.strip())
+    return float(lengths[int(0.9 * (len(lengths) - 1))]) if lengths else 0.0
+
+
+def _title_line(line: str, width: float) -> bool:
+    """A line of a title block: set alone (a title set large wraps into short lines too),
+    without a sentence in it."""
+    line = line.strip("*_ ")  # emphasis is no part of the words
+    words = line.split()
+    if not words or _NUMBERED_HEADING.match(line) or len(line) >= SET_ALONE * width:
+        return False
+    return len(split_sentences(line)) == 1 and not (line[-1] in ".!?" and len(words) > NAME_WORDS)
+
+
+def title_block(text: str, width: float) -> tuple[str, str]:
+    """(title block, the rest) of a document's first page.
+
+    A document opens with its title, subtitles, authors or publisher: lines set on
+    their own, without a sentence, before the first paragraph or numbered heading. They
+    name the document (its title and metadata) but say nothing about its subject, and
+    an extractive answer would quote them as if they did. They stay in the chunk (its
+    embedding finds the document by its title); what is graded and read goes without.
+    """
+    lines = text.split("\n")
+    filled = [i for i, x in enumerate(lines) if x.strip()]
+    end = 0
+    for n, i in enumerate(filled):
+        line = lines[i].strip()
+        if n >= TITLE_BLOCK_LINES or not _title_line(line, width):
+            break
+        end = i + 1
+    front = "\n".join(x.strip() for x in lines[:end] if x.strip())
+    return front, "\n".join(lines[end:]).lstrip("\n")
+
+
 # --- Markdown and text ------------------------------------------------------------------------
 
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
@@ -318,6 +374,8 @@ def _load_text(path: Path, data: bytes, kind: str) -> LoadedDocument:
         what = "only comments and whitespace" if kind == "markdown" else "only whitespace"
         raise LoadError(path, f"no text to index ({what})")
     when, dated_by = dating(text)
+    # A text file's title is a marked heading, which stays with its text as section
+    # headings do: it states the page's topic (a forum thread's question) for the grader.
     return LoadedDocument(
         path=path,
         kind=kind,

@@ -12,6 +12,7 @@ from langgraph.types import Overwrite
 
 from crag import cache
 from crag.context import Context
+from crag.grading.coverage import without_boilerplate
 from crag.nodes.followup import standalone
 from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library import hit_to_passage
@@ -53,8 +54,16 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if hit is not None:
         return from_cache(hit, question, said, reading, ctx)
     hits = await asyncio.to_thread(library_retrieve, ctx, ctx.collection, question, ctx.k)
-    docs = [hit_to_passage(hit, origin="library") for hit in hits]
-    detail = "; ".join(filter(None, [reading, f"{len(docs)} chunks from {ctx.collection!r}"]))
+    docs, dropped = await asyncio.to_thread(
+        without_boilerplate,
+        ctx,
+        ctx.collection,
+        [hit_to_passage(hit, origin="library") for hit in hits],
+    )
+    found = f"{len(docs)} chunks from {ctx.collection!r}"
+    if dropped:
+        found += f" ({dropped} of boilerplate only dropped)"
+    detail = "; ".join(filter(None, [reading, found]))
     return {
         **FRESH_RUN,
         "tenant": ctx.tenant,

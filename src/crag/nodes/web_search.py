@@ -8,6 +8,7 @@ source runs at most `max_retries` (library) or once (the others).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ from langgraph.runtime import Runtime
 from crag.context import Context
 from crag.errors import ProviderError, SearchError
 from crag.grading.constraints import check, constraints
-from crag.grading.coverage import missing_terms
+from crag.grading.coverage import missing_terms, without_boilerplate
 from crag.grading.queries import reformulations
 from crag.grading.registry import make_grader
 from crag.grading.route import structured
@@ -59,6 +60,8 @@ class Search:
             return
         docs = [d for d in docs if d["id"] not in self.seen]
         self.seen.update(d["id"] for d in docs)
+        if collection := getattr(source, "collection", None):  # a library of documents
+            docs, _ = await asyncio.to_thread(without_boilerplate, self.ctx, collection, docs)
         if not docs:
             self.tried.append(f"{source.name}: nothing new")
             return

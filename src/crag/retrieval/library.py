@@ -1092,6 +1092,21 @@ def all_texts(ctx: Context, collection_name: str) -> list[str]:
     return [r.text for r in tenant_records(ctx, collection_name, texts=True)]
 
 
+def sourced_texts(
+    ctx: Context, collection_name: str
+) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(source, text) of every chunk of the tenant, and each document's front matter (the
+    title block its first page opens with) by source."""
+    found: list[tuple[str, str]] = []
+    fronts: dict[str, str] = {}
+    for record in tenant_records(ctx, collection_name, texts=True):
+        source = str(record.metadata.get("source", ""))
+        found.append((source, record.text))
+        if front := record.metadata.get("front_matter"):
+            fronts.setdefault(source, str(front))
+    return found, fronts
+
+
 def hit_to_passage(hit: dict[str, Any], origin: Origin) -> Passage:
     """A store hit (id, text, metadata, similarity) as a citable Passage."""
     meta = hit.get("metadata") or {}
