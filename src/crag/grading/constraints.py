@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from crag.grading.coverage import is_specific, key_terms
-from crag.text import MONTHS, folded_words, normalize
+from crag.text import MONTHS, STOPWORDS, folded_words, normalize
 
 _YEAR = re.compile(r"(?<![\w.])(1[89]\d\d|20\d\d)(?![\w.])")
 # "1.5", "3.11.2", "v2", "version 3": numbers that name one release among others
@@ -83,7 +83,8 @@ def _spelled_out(acronym: str, words: Sequence[str]) -> bool:
     n = len(acronym)
     if not 2 <= n <= 6 or not acronym.isalpha():
         return False
-    initials = "".join(w[0] for w in words)
+    # Initials of words only: "the crag project" is no spelling of "tcp".
+    initials = "".join(w[0] if w not in STOPWORDS else " " for w in words)
     return any(initials[i : i + n] == acronym for i in range(len(initials) - n + 1))
 
 
