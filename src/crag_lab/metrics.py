@@ -37,6 +37,23 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return float(u / (n_pos * n_neg))
 
 
+def calibration(scores: Sequence[float], labels: Sequence[bool], bins: int = 10) -> dict[str, Any]:
+    """How far scores read as probabilities are from the rates they claim: the Brier
+    score (mean squared error) and the expected calibration error (in equal-width bins,
+    |mean score - share relevant| weighted by the bin's size). None without scores."""
+    p = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=float)
+    if not len(p):
+        return {"brier": None, "ece": None}
+    which = np.clip((p * bins).astype(int), 0, bins - 1)
+    gap = sum(
+        abs(p[which == b].mean() - y[which == b].mean()) * int((which == b).sum())
+        for b in range(bins)
+        if (which == b).any()
+    )
+    return {"brier": float(np.mean((p - y) ** 2)), "ece": float(gap / len(p))}
+
+
 def classify(scores: Sequence[float], labels: Sequence[bool], threshold: float) -> dict[str, Any]:
     """A pair is predicted relevant when its score >= threshold (the rule that makes a
     document "good" in the grade node). Undefined precision/recall/F1 count as 0."""

@@ -19,7 +19,7 @@ import numpy as np
 from crag.grading.features import LogisticModel
 from crag.grading.verdict import decide_verdict
 from crag_lab.dataset import Pair, Question
-from crag_lab.metrics import roc_auc
+from crag_lab.metrics import calibration, roc_auc
 from crag_lab.tuning import grid, sweep
 
 NONE = "none"
@@ -74,7 +74,8 @@ def loso_auc(
     x: np.ndarray, y: np.ndarray, sources: Sequence[str], columns: Mapping[str, int]
 ) -> dict[str, Any]:
     """Pair ROC AUC on each held-out source: the logistic model fitted on the other
-    sources, against single columns (e.g. similarity) that need no fitting."""
+    sources, against single columns (e.g. similarity) that need no fitting; and how
+    well the held-out scores read as probabilities (`calibration`)."""
     src = np.asarray(sources)
     held = np.zeros(len(y))
     rows: dict[str, dict[str, Any]] = {}
@@ -87,12 +88,14 @@ def loso_auc(
         rows[source] = {
             "n": int(test.sum()),
             "fitted": _auc(held[test], y[test]),
+            **calibration(held[test].tolist(), (y[test] > 0.5).tolist()),
             **{name: _auc(x[test, col], y[test]) for name, col in columns.items()},
         }
     covered = np.isin(src, list(rows))
     overall = {
         "n": int(covered.sum()),
         "fitted": _auc(held[covered], y[covered]),
+        **calibration(held[covered].tolist(), (y[covered] > 0.5).tolist()),
         **{name: _auc(x[covered, col], y[covered]) for name, col in columns.items()},
     }
     return {"by_source": rows, "overall": overall}

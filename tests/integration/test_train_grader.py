@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,9 @@ def test_cross_validation_holds_out_each_source(
     out = capsys.readouterr().out
     for source in ("books", "rgb", "sklearn"):
         assert f"trained, {source} held out" in out and f"similarity, {source}" in out
+    # held-out scores are judged as probabilities too
+    eces = [float(m) for m in re.findall(r"ECE (\d\.\d+)\)", out)]
+    assert len(eces) == 4 and all(0.0 <= e <= 1.0 for e in eces)
 
 
 def test_a_corrupt_trained_grader_falls_back_cleanly(tmp_path: Path) -> None:

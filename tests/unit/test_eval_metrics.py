@@ -17,6 +17,7 @@ from crag_lab.dataset import Question, load_questions, stratified
 from crag_lab.metrics import (
     accuracy,
     best_accuracy,
+    calibration,
     classify,
     confusion,
     contains_any,
@@ -28,6 +29,7 @@ from crag_lab.metrics import (
     system_metrics,
     tokens,
 )
+from crag_lab.protocol import loso_auc
 from crag_lab.records import context_entries
 from crag_lab.tuning import Graded, grid, replay_context, strip_sweep, sweep
 
@@ -70,6 +72,32 @@ def test_auc_known_value_and_partial_ties() -> None:
     assert roc_auc([0.1, 0.4, 0.35, 0.8], [False, False, True, True]) == 0.75
     # one tie between a positive and a negative counts one half: (1 + 0.5) / 2
     assert roc_auc([0.3, 0.5, 0.5], [False, False, True]) == 0.75
+
+
+def test_calibration_of_honest_and_overconfident_scores() -> None:
+    # 0.25 claimed where one in four is relevant, 0.75 where three in four are: calibrated
+    labels = [True, False, False, False, True, True, True, False]
+    honest = calibration([0.25] * 4 + [0.75] * 4, labels)
+    assert honest["ece"] == pytest.approx(0.0)
+    assert honest["brier"] == pytest.approx(0.1875)
+    # 0.95 claimed where only half are relevant: off by 0.45
+    sure = calibration([0.95] * 4, [True, True, False, False])
+    assert sure["ece"] == pytest.approx(0.45)
+    assert calibration([], []) == {"brier": None, "ece": None}
+
+
+def test_loso_scores_each_source_with_a_model_that_never_saw_it() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(90, 2))
+    y = (x[:, 0] + 0.3 * rng.normal(size=90) > 0).astype(float)
+    sources = ["a"] * 30 + ["b"] * 30 + ["c"] * 30
+    held = loso_auc(x, y, sources, {"first": 0, "second": 1})
+    assert set(held["by_source"]) == {"a", "b", "c"}
+    for row in held["by_source"].values():
+        assert row["n"] == 30
+        assert row["fitted"] > 0.85  # the signal in column 0 holds on every source
+        assert 0.0 <= row["ece"] <= 1.0 and 0.0 <= row["brier"] <= 1.0
+    assert held["overall"]["second"] < 0.7  # column 1 is noise
 
 
 def test_auc_needs_both_classes() -> None:

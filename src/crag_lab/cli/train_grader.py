@@ -150,9 +150,8 @@ def run(args: argparse.Namespace) -> int:
         sources = [source_of.get(qid, "?") for qid in data.groups]
         held = loso_auc(data.x, data.y, sources, {"similarity": FEATURES.index("cos")})
         for source, row in {**held["by_source"], "all": held["overall"]}.items():
-            print(
-                _line(f"trained, {source} held out ({row['n']} pairs)", row["fitted"], None, None)
-            )
+            name = f"trained, {source} held out ({row['n']} pairs, ECE {row['ece']:.2f})"
+            print(_line(name, row["fitted"], None, None))
             print(_line(f"similarity, {source} ({row['n']} pairs)", row["similarity"], None, None))
     model = fit.train(data)
     tested: dict[str, Any] | None = None
