@@ -43,7 +43,6 @@ class Search:
     external: list[Passage] = field(default_factory=list)
     tried: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    queries: list[str] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -51,7 +50,6 @@ class Search:
 
     async def ask(self, source: ExternalSearch, queries: list[str], k: int) -> None:
         """One search of one source: results graded against each target."""
-        self.queries += queries
         try:
             docs = await source.asearch(queries, k)
         except (SearchError, ProviderError) as exc:
