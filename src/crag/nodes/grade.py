@@ -112,11 +112,11 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "missing_terms": [],
             **note(detail),
         }
-    if cheap is not ctx:
-        scores, name = await scored_by(ctx, question, texts)
     covered: list[Part] = []
-    if len(split.parts) >= 2:
+    if len(split.parts) >= 2:  # each part graded on its own: the whole question is not
         docs, scores, covered, name = await graded_parts(ctx, split, docs)
+    elif cheap is not ctx:  # no clear winner: now the LLM judge grades
+        scores, name = await scored_by(ctx, question, texts)
     scored = [Passage(**d, score=round(s, 4)) for d, s in zip(docs, scores, strict=True)]
     good = [d for d in scored if d["score"] >= ctx.lower]
     # The right topic at another year, date or version (the 2.4 guide for a question on
