@@ -166,6 +166,11 @@ def stem(word: str) -> str:
     return w
 
 
+def stems(text: str) -> set[str]:
+    """The stems of a text's words, hyphenated or joined by "_" ("monthly_price")."""
+    return {stem(w) for w in folded_words(text.replace("-", " "))}
+
+
 def clauses(text: str) -> list[str]:
     """Sentences and clauses (also cut at ";" and at line breaks)."""
     parts = [s.strip() for s in _CLAUSE_END.split(text) if s and len(s.strip()) > 3]

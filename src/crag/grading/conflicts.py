@@ -37,7 +37,7 @@ from crag.grading.decompose import rule_parts
 from crag.grading.features import question_type
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.state import Conflict, ConflictValue, Passage, Strip
-from crag.text import MONTHS, STOPWORDS, folded_words, normalize, split_sentences, stem
+from crag.text import MONTHS, STOPWORDS, folded_words, normalize, split_sentences, stem, stems
 
 log = logging.getLogger(__name__)
 
@@ -83,20 +83,16 @@ def slot(question: str) -> str | None:
     return "name" if low.startswith("which ") else None
 
 
-def _stems(text: str) -> set[str]:
-    return {stem(w) for w in folded_words(text.replace("-", " "))}
-
-
 def fact_sentences(question: str, text: str) -> list[str]:
     """The sentences of a text that speak of the question: at least half its key terms."""
-    terms = [s for t in key_terms(question) if (s := _stems(t))]
+    terms = [s for t in key_terms(question) if (s := stems(t))]
     if not terms:
         return []
     need = math.ceil(len(terms) / 2)
     return [
         sentence
         for sentence in split_sentences(text)
-        if sum(t <= _stems(sentence) for t in terms) >= need
+        if sum(t <= stems(sentence) for t in terms) >= need
     ]
 
 
@@ -106,7 +102,7 @@ _NAME_RUN = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
 def names_in(sentence: str, question: str) -> set[str]:
     """Names a sentence gives that the question does not (a capitalised word that
     opens the sentence alone is just its first word)."""
-    asked = _stems(question)
+    asked = stems(question)
     found = set()
     for m in _NAME_RUN.finditer(normalize(sentence)):
         run = m.group().split()

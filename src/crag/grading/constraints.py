@@ -73,6 +73,12 @@ def constraints(question: str) -> list[Constraint]:
     return list(dict.fromkeys(c for c in found if c.value))
 
 
+def when(text: str) -> list[Constraint]:
+    """The years, dates and versions a text asks about: what a source about the right
+    topic may still miss (another year, another release); names are checked apart."""
+    return [c for c in constraints(text) if c.kind != "name"]
+
+
 def _words(texts: Sequence[str]) -> str:
     """The texts' words in normal form, hyphens as spaces, padded for whole-word search."""
     return " " + " ".join(" ".join(folded_words(t)) for t in texts).replace("-", " ") + " "

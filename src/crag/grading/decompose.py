@@ -23,7 +23,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from crag import prompts
 from crag.context import Context
-from crag.grading.constraints import Constraint, constraints
+from crag.grading.constraints import when
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.text import STOPWORDS, content_words, normalize, terms
 
@@ -155,10 +155,6 @@ def carried(question: str, previous: str) -> str:
     return f"{question} ({' '.join(extra)})" if extra else question
 
 
-def _when(text: str) -> set[Constraint]:
-    return {c for c in constraints(text) if c.kind in ("year", "date", "version")}
-
-
 def _alike(a: str, b: str) -> bool:
     """Two names of one kind ("L1"/"L2", "GPT"/"BERT"): a shared head noun is implied."""
     shape = [(any(c.isdigit() for c in w), w.isupper()) for w in (a, b)]
@@ -195,7 +191,7 @@ def rule_parts(question: str) -> list[str]:
             is_follow_up(piece) or topic & {w.lower() for w in _context_words(parts[-1])}
         ):
             parts.append(piece)
-        elif _when(piece) - _when(parts[-1]):
+        elif set(when(piece)) - set(when(parts[-1])):
             parts.append(carried(piece, parts[-1]))
         else:
             parts[-1] = f"{parts[-1]} {piece}"

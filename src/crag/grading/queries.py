@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from crag.context import Context
-from crag.grading.constraints import check, constraints
+from crag.grading.constraints import check, constraints, when
 from crag.grading.coverage import expansions
 
 
 def with_constraints(query: str, question: str, *, names: bool = True) -> str:
     """The query, plus any year, date, version (and, with `names`, specific name) of the
     question it dropped: a search that loses "2023" finds every year's results."""
-    asked = [c for c in constraints(question) if names or c.kind != "name"]
+    asked = constraints(question) if names else when(question)
     missing = [c.value for c in check(asked, [query]).unmet]
     return " ".join([query, *missing]).strip()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from crag.grading.constraints import constraints
+from crag.grading.constraints import when
 from crag.grading.timeliness import time_sensitive
 
 # Questions that ask for a value a table would hold: a price, a count, a spec.
@@ -27,9 +27,9 @@ _STRUCTURED = re.compile(
 def time_constraint(question: str) -> str | None:
     """Why the question's answer depends on when it is asked, or None: it asks for the
     present or names a year (`time_sensitive`), a date or a version."""
-    if when := time_sensitive(question):
-        return when
-    named = [c.value for c in constraints(question) if c.kind in ("date", "version")]
+    if why := time_sensitive(question):
+        return why
+    named = [c.value for c in when(question)]  # a year would be time-sensitive above
     return f"names {', '.join(named)}" if named else None
 
 
@@ -43,8 +43,8 @@ def complexity(question: str, parts: Sequence[str]) -> list[str]:
     reasons = []
     if len(parts) >= 2:
         reasons.append(f"{len(parts)} parts")
-    if when := time_constraint(question):
-        reasons.append(f"time-sensitive ({when})")
+    if timing := time_constraint(question):
+        reasons.append(f"time-sensitive ({timing})")
     if structured(question):
         reasons.append("asks for a structured value")
     return reasons

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.grading.constraints import check, constraints
+from crag.grading.constraints import check, when
 from crag.grading.coverage import coverage_gaps, times_named
 from crag.grading.decompose import Split, decompose
 from crag.grading.registry import LLM_GRADERS, make_grader
@@ -64,7 +64,7 @@ async def graded_parts(
         # a document that explains a thing names it more than once; one that names it
         # once only mentions it in passing (a chapter on batch norm, of layer norm)
         # and a chunk about another year or version does not cover a part about this one
-        asked = [c for c in constraints(part) if c.kind != "name"]
+        asked = when(part)
         explains = [
             s
             for s, t in zip(scores, texts, strict=True)
@@ -121,7 +121,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     good = [d for d in scored if d["score"] >= ctx.lower]
     # The right topic at another year, date or version (the 2.4 guide for a question on
     # version 3) answers only part of the question: the web must fill in the rest.
-    asked = [c for c in constraints(question) if c.kind != "name"]
+    asked = when(question)
     other = []
     if ctx.coverage_check and asked and good:
         unmet = check(asked, [d["text"] for d in good]).unmet

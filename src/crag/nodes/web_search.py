@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 
 from crag.context import Context
 from crag.errors import ProviderError, SearchError
-from crag.grading.constraints import check, constraints
+from crag.grading.constraints import check, when
 from crag.grading.coverage import missing_terms, without_boilerplate
 from crag.grading.queries import reformulations
 from crag.grading.registry import make_grader
@@ -78,7 +78,7 @@ class Search:
         ]
         for target, scores in zip(self.targets, per_target, strict=True):
             # a result about another year or version does not close a target
-            asked = [c for c in constraints(target) if c.kind != "name"]
+            asked = when(target)
             for doc, score in zip(docs, scores, strict=True):
                 if score >= self.best.get(target, 0.0) and check(asked, [doc["text"]]).holds:
                     self.best[target] = score

@@ -29,7 +29,7 @@ from crag.context import Context
 from crag.errors import SearchError
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.state import Passage
-from crag.text import STOPWORDS, folded_words, stem
+from crag.text import STOPWORDS, folded_words, stems
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def run_select(
 
 
 def _stems(text: str) -> set[str]:
-    return {stem(w) for w in re.split(r"[\W_]+", text.lower()) if w and w not in STOPWORDS}
+    return stems(text) - STOPWORDS
 
 
 def rule_query(question: str, tables: list[Table]) -> tuple[str, tuple[Any, ...]] | None:
