@@ -61,6 +61,9 @@ def test_each_part_of_a_comparison_is_about_what_sets_it_apart() -> None:
     parts = ["What is layer normalization?", "What is batch normalization?"]
     assert subjects(parts) == ["layer normalization", "batch normalization"]
     assert Split(parts, compares=False).subjects == ["", ""]  # two questions: no names
+    # a part that compares things itself is about both sides: no single name to find
+    mixed = ["What is dropout?", "What's the main difference between dropout and weight decay?"]
+    assert subjects(mixed)[1] == ""
 
 
 def test_decomposition_without_a_model_costs_no_call(tmp_path: Path) -> None:

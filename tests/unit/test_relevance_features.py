@@ -26,6 +26,10 @@ def test_question_types() -> None:
     assert question_type("Who directed The Avengers?") == "person"
     assert question_type("How much did Google pay for YouTube?") == "num"
     assert question_type("What is the bias-variance trade-off?") == "other"
+    # "when should/would ..." asks for the conditions of a choice, not for a date
+    assert question_type("When should grid search be used?") == "other"
+    assert question_type("When would you choose K-means over DBSCAN?") == "other"
+    assert question_type("When was the first transformer paper published?") == "date"
 
 
 def test_abbreviations_do_not_end_a_sentence() -> None:

@@ -203,10 +203,15 @@ def subjects(parts: list[str]) -> list[str]:
     """What each part is about, as a phrase a document that explains it must name: the
     run of words around what sets the part apart from the others ("layer
     normalization" of "What is layer normalization?" beside "... batch normalization?");
-    "" when that run is longer than a name."""
+    "" when that run is longer than a name, or when the part compares things itself."""
     words = [[w.lower() for w in terms(p.split(": ")[0])] for p in parts]
     found = []
     for i, own in enumerate(words):
+        if comparison(normalize(parts[i])) is not None:
+            # a part that compares things itself ("the main difference between Adam and
+            # SGD", beside "What is Adam?") is about both sides, not one
+            found.append("")
+            continue
         others = {w for j, ws in enumerate(words) if j != i for w in ws}
         runs: list[list[str]] = [[]]
         for word in own:

@@ -54,7 +54,14 @@ _QTYPES: list[tuple[str, re.Pattern[str]]] = [
             r"\bhow (many|much)\b|\b(revenue|price|cost|salary|population|net worth|budget)\b"
         ),
     ),
-    ("date", re.compile(r"\bwhen (was|is|does|did|will|do|are|were)\b|^when\b|\bdate\b")),
+    # "when should/would/to ..." asks for the conditions of a choice, not for a date
+    (
+        "date",
+        re.compile(
+            r"\bwhen (was|is|does|did|will|do|are|were)\b"
+            r"|^when\b(?! (should|would|could|can|might|must|to)\b)|\bdate\b"
+        ),
+    ),
     ("place", re.compile(r"\bwhere\b")),
     (
         "person",
