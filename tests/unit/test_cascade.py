@@ -355,7 +355,11 @@ def test_database_rows_cite_the_query_they_came_from(shop: Path) -> None:
 
 
 def _grade(
-    monkeypatch: pytest.MonkeyPatch, question: str, scores: list[float], **knobs: Any
+    monkeypatch: pytest.MonkeyPatch,
+    question: str,
+    scores: list[float],
+    gaps: tuple[str, ...] = (),
+    **knobs: Any,
 ) -> Any:
     from crag.nodes import grade as grade_node
 
@@ -365,11 +369,11 @@ def _grade(
         built.append(ctx.grader)
         return scores[: len(texts)], ctx.grader
 
-    async def no_gaps(q: str, ctx: Context) -> list[str]:
-        return []
+    async def never_named(q: str, ctx: Context) -> list[str]:
+        return list(gaps)
 
     monkeypatch.setattr(grade_node, "scored_by", scored_by)
-    monkeypatch.setattr(grade_node, "coverage_gaps", no_gaps)
+    monkeypatch.setattr(grade_node, "coverage_gaps", never_named)
     docs = [_doc(f"d{i}", f"text {i}") for i in range(len(scores))]
     ctx = Context(home=Path("/nonexistent"), chat_model="extractive", **knobs)
     out = asyncio.run(
@@ -398,6 +402,29 @@ def test_no_clear_winner_or_a_complex_question_takes_the_full_path(
     assert out["route"] == "full" and "time-sensitive" in out["path"][0]["detail"]
     out, _ = _grade(monkeypatch, "What is dropout?", [0.3, 0.9, 0.5], fast_path=False)
     assert out["route"] == "full"
+
+
+def test_a_name_the_library_never_writes_is_what_a_one_part_question_asks_about(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    question = "Will the vendor sign a HIPAA agreement for Business customers?"
+    out, _ = _grade(monkeypatch, question, [0.9, 0.55], gaps=("HIPAA",))
+    assert out["verdict"] == "incorrect"  # the Business plan chunk is close, not an answer
+    assert "what the question asks about" in out["path"][0]["detail"]
+    # a version the library never writes only constrains a thing it knows: a part
+    out, _ = _grade(
+        monkeypatch, "How did the API rate limit change in version 3?", [0.9], gaps=("version 3",)
+    )
+    assert out["verdict"] == "ambiguous"
+    # one side of a comparison unknown: the other may still be in the library
+    out, _ = _grade(
+        monkeypatch,
+        "How does dropout differ from DropConnect?",
+        [0.9],
+        gaps=("DropConnect",),
+        decompose=False,
+    )
+    assert out["verdict"] == "ambiguous"
 
 
 def test_boilerplate_is_a_sentence_shared_by_three_documents() -> None:

@@ -39,6 +39,8 @@ def test_terms_the_library_never_mentions_cap_the_verdict_at_ambiguous() -> None
     assert decide_verdict([0.9], UPPER, LOWER, missing=["AdaBoost"]) == "ambiguous"
     assert decide_verdict([0.1], UPPER, LOWER, missing=["AdaBoost"]) == "incorrect"
     assert decide_verdict([0.9], UPPER, LOWER, missing=[]) == "correct"
+    # what the question asks about is never named: no chunk answers any of it
+    assert decide_verdict([0.9], UPPER, LOWER, ["HIPAA"], unknown=["HIPAA"]) == "incorrect"
 
 
 def test_incorrect_and_ambiguous_share_one_web_path() -> None:

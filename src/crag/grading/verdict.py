@@ -8,13 +8,21 @@ from crag.state import Verdict
 
 
 def decide_verdict(
-    scores: Sequence[float], upper: float, lower: float, missing: Sequence[str] = ()
+    scores: Sequence[float],
+    upper: float,
+    lower: float,
+    missing: Sequence[str] = (),
+    unknown: Sequence[str] = (),
 ) -> Verdict:
     """CRAG's rule: correct if any >= upper; incorrect if all < lower; else ambiguous.
 
     A library that lacks some of the question's terms (`missing`) can answer only
-    part of it, so such a question is at best ambiguous: the web fills the gap.
+    part of it, so such a question is at best ambiguous: the web fills the gap. One
+    that never names the thing a one-part question asks about (`unknown`) can answer
+    none of it, however close a chunk's topic: incorrect.
     """
+    if unknown:
+        return "incorrect"
     if any(s >= upper for s in scores):
         return "ambiguous" if missing else "correct"
     if all(s < lower for s in scores):  # also: nothing retrieved

@@ -16,7 +16,7 @@ from crag.context import Context
 from crag.errors import ProviderError
 from crag.grading.constraints import check, when
 from crag.grading.coverage import coverage_gaps, times_named
-from crag.grading.decompose import Split, decompose
+from crag.grading.decompose import Split, decompose, rule_parts
 from crag.grading.registry import LLM_GRADERS, make_grader
 from crag.grading.route import clear_winner, complexity
 from crag.grading.verdict import decide_verdict, verdict_of_parts
@@ -128,12 +128,18 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         other = [f"{c.kind} {c.value}" if c.kind == "version" else c.value for c in unmet]
         other = [o for o in other if o not in never]
     missing = never + other
+    # A name the library never writes is, in a one-part question, the thing asked
+    # about; a year, version or number it never writes only constrains a thing it may
+    # know (the 2.4 limits for a question on version 3), and a question of several
+    # parts may have others the library answers.
+    one_part = not covered and not split.parts and not rule_parts(question)
+    unknown = [t for t in never if not any(ch.isdigit() for ch in t)] if one_part else []
     if covered:
         verdict = verdict_of_parts(
             [p["covered"] for p in covered], [p["score"] for p in covered], ctx.lower, missing
         )
     else:
-        verdict = decide_verdict(scores, ctx.upper, ctx.lower, missing)
+        verdict = decide_verdict(scores, ctx.upper, ctx.lower, missing, unknown)
     detail = f"{verdict} by {name}: " + ", ".join(f"{s:.2f}" for s in scores)
     if reasons:
         detail += f"; full path ({', '.join(reasons)})"
@@ -142,6 +148,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         detail += f"; {done} of {len(covered)} parts covered (split by {split.how})"
     if never:
         detail += f"; the library never mentions {', '.join(never)}"
+        detail += ", what the question asks about" if unknown else ""
     if other:
         detail += f"; no relevant chunk speaks of {', '.join(other)}"
     return {
