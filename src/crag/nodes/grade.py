@@ -132,7 +132,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # about; a year, version or number it never writes only constrains a thing it may
     # know (the 2.4 limits for a question on version 3), and a question of several
     # parts may have others the library answers.
-    one_part = not covered and not split.parts and not rule_parts(question)
+    one_part = not split.parts and not rule_parts(question)
     unknown = [t for t in never if not any(ch.isdigit() for ch in t)] if one_part else []
     if covered:
         verdict = verdict_of_parts(
