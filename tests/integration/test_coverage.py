@@ -20,7 +20,7 @@ from fakes import FakeEmbeddings
 from crag.context import Context
 from crag.grading.coverage import is_specific, key_terms, library_index, missing_terms
 from crag.ingest.indexer import ingest_path
-from crag.retrieval.library import all_texts
+from crag.retrieval.library import sourced_texts
 
 BOOKS = ("02_multilayer_perceptrons.pdf", "07_mathematics_appendix.pdf")
 # A token of the raw text: letters (any script), digits and the marks inside terms.
@@ -67,9 +67,8 @@ def _variants(term: str, rng: random.Random) -> list[str]:
 
 def test_terms_of_the_library_are_never_reported_missing(library: Context) -> None:
     rng = random.Random(0)
-    raw_terms = sorted(
-        {t for text in all_texts(library, "books") for t in _RAW_TERM.findall(text) if len(t) > 2}
-    )
+    sourced, _ = sourced_texts(library, "books")
+    raw_terms = sorted({t for _, text in sourced for t in _RAW_TERM.findall(text) if len(t) > 2})
     typeset = [t for t in raw_terms if not t.isascii()]
     assert len(typeset) > 50  # the books are typeset: Greek letters, ×, en dashes
     sample = typeset + rng.sample([t for t in raw_terms if t.isascii()], 1200)

@@ -1087,11 +1087,6 @@ def adopt_untagged(collection: Collection) -> int:
     return len(untagged)
 
 
-def all_texts(ctx: Context, collection_name: str) -> list[str]:
-    """Every text of the tenant's chunks (for indexes derived from its whole library)."""
-    return [r.text for r in tenant_records(ctx, collection_name, texts=True)]
-
-
 def sourced_texts(
     ctx: Context, collection_name: str
 ) -> tuple[list[tuple[str, str]], dict[str, str]]:
