@@ -63,7 +63,8 @@ async def relevant_and_web(state: State, *, runtime: Runtime[Context]) -> dict[s
 def tutorial_grader(ctx: Context) -> RelevanceGrader:
     """The LLM judge; embedding similarity when the run has no language model."""
     no_llm = ctx.grader == "similarity" or (ctx.chat_model == "extractive" and not ctx.judge_model)
-    return make_grader(ctx.with_overrides(grader="similarity" if no_llm else "judge"))
+    grader = "similarity" if no_llm else "judge"
+    return make_grader(ctx.with_overrides(grader=grader), library=True)
 
 
 def tutorial_verdict(relevant: int, total: int) -> Verdict:

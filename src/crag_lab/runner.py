@@ -111,7 +111,7 @@ async def score_pairs(
     library (`in_library`) or else from the external collection. Batch-aware features
     (consensus, lift) see realistic neighbours this way, not the other labelled passages.
     """
-    grader = make_grader(ctx)
+    graders = {library: make_grader(ctx, library=library) for library in (False, True)}
     neighbours: dict[tuple[str, bool], list[str]] = {}
     scores = []
     for pair, library in zip(pairs, in_library, strict=True):
@@ -121,6 +121,6 @@ async def score_pairs(
             hits = await asyncio.to_thread(retrieve, ctx, collection, pair["question"], ctx.k)
             neighbours[key] = [h["text"] for h in hits]
         batch = [pair["passage"], *(t for t in neighbours[key] if t != pair["passage"])]
-        scores.append(float((await grader.ascore(pair["question"], batch))[0]))
+        scores.append(float((await graders[library].ascore(pair["question"], batch))[0]))
         bar.advance(pair["qid"])
     return scores

@@ -18,7 +18,13 @@ import pytest
 from fakes import FakeEmbeddings
 
 from crag.context import Context
-from crag.grading.coverage import is_specific, key_terms, library_index, missing_terms
+from crag.grading.coverage import (
+    is_specific,
+    key_terms,
+    library_index,
+    missing_terms,
+    specific_terms,
+)
 from crag.ingest.indexer import ingest_path
 from crag.retrieval.library import sourced_texts
 
@@ -100,3 +106,19 @@ def test_ordinary_hyphenated_english_is_not_a_specific_term() -> None:
         assert not is_specific(everyday), everyday
     for named in ("TF-IDF", "AdaBoost", "ResNet-50", "nginx", "word2vec", "Elastic-Net"):
         assert is_specific(named), named
+
+
+def test_a_name_made_of_everyday_words_is_specific_where_it_is_capitalised() -> None:
+    assert specific_terms("What is the monthly price of the Nebula Ultra plan?") == [
+        "Nebula",
+        "Ultra",
+    ]
+    assert specific_terms("Which team won Super Bowl LVIII?") == ["Super", "Bowl", "LVIII"]
+    # a sentence's first word is capitalised whatever it is; lower case is vocabulary
+    assert specific_terms("Prices of the team plan: what are they?") == []
+    assert specific_terms("What is the monthly price of the nebula plan?") == []
+
+
+def test_a_capitalised_name_the_library_never_mentions_is_missing(library: Context) -> None:
+    question = "How is the Nebula Ultra network trained? What does a Perceptron compute?"
+    assert missing_terms(library, "books", specific_terms(question)) == ["Nebula", "Ultra"]

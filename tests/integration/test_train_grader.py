@@ -63,14 +63,15 @@ def test_training_on_a_small_file_gives_a_usable_saved_grader(
     out = capsys.readouterr().out
     assert "5-fold CV by question" in out and "not saved" in out
     assert not model_path(Context(home=tmp_path)).exists()
-    assert make_grader(Context(home=tmp_path)).name == "features"
+    assert make_grader(Context(home=tmp_path), library=True).name == "features"
 
     assert main(["train-grader", "--pairs", str(dev_pairs), "--force", *home]) == 0
     assert "crag tune" in capsys.readouterr().out
     saved = json.loads(model_path(Context(home=tmp_path)).read_text())
     assert saved["metadata"]["pairs"] == len(load_pairs(dev_pairs))
 
-    grader = make_grader(Context(home=tmp_path))  # grader=auto picks the trained one
+    # grader=auto picks the trained one; these passages are search results
+    grader = make_grader(Context(home=tmp_path), library=False)
     assert grader.name == "trained"
     assert isinstance(grader, FeatureGrader)
     question = "Which country won the most medals at the 2018 Winter Olympics?"
@@ -118,10 +119,10 @@ def test_a_model_that_beats_the_built_in_weights_is_saved(
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["train-grader", "--pairs", str(pairs), "--cv", "0", "--home", str(tmp_path)]) == 0
     assert "not saved: without cross-validation" in capsys.readouterr().out
-    assert make_grader(Context(home=tmp_path)).name == "features"
+    assert make_grader(Context(home=tmp_path), library=True).name == "features"
     assert main(["train-grader", "--pairs", str(pairs), "--cv", "3", "--home", str(tmp_path)]) == 0
     assert "saved" in capsys.readouterr().out
-    assert make_grader(Context(home=tmp_path)).name == "trained"
+    assert make_grader(Context(home=tmp_path), library=True).name == "trained"
 
 
 def test_cross_validation_holds_out_each_source(
@@ -140,19 +141,19 @@ def test_cross_validation_holds_out_each_source(
 
 def test_a_corrupt_trained_grader_falls_back_cleanly(tmp_path: Path) -> None:
     ctx = Context(home=tmp_path)
-    assert make_grader(ctx).name == "features"  # nothing trained yet
+    assert make_grader(ctx, library=True).name == "features"  # nothing trained yet
     save_trained_grader(ctx, LogisticModel([1.0] * len(FEATURES), 0.0).to_dict(), {})
-    assert make_grader(ctx).name == "trained"
+    assert make_grader(ctx, library=True).name == "trained"
     # a model saved over another feature set (an older crag) is not used
     older = {**LogisticModel([1.0] * len(FEATURES), 0.0).to_dict(), "features": ["cos"]}
     save_trained_grader(ctx, older, {})
-    assert make_grader(ctx).name == "features"
+    assert make_grader(ctx, library=True).name == "features"
     with pytest.raises(ProviderError, match="retrain it with `crag train-grader`"):
-        make_grader(Context(home=tmp_path, grader="trained"))
+        make_grader(Context(home=tmp_path, grader="trained"), library=True)
     model_path(ctx).write_text("{ truncated")
-    assert make_grader(ctx).name == "features"
+    assert make_grader(ctx, library=True).name == "features"
     with pytest.raises(ProviderError, match="unusable trained grader"):
-        make_grader(Context(home=tmp_path, grader="trained"))
+        make_grader(Context(home=tmp_path, grader="trained"), library=True)
 
 
 # --- pairs generated from a library -------------------------------------------------------

@@ -235,7 +235,7 @@ def test_a_grader_failing_on_web_results_is_recorded_not_fatal(
 
     with tried(tally, "fault", "grader raises on the web results"):
         monkeypatch.setattr(node, "make_source", lambda ctx, name: OneResult())
-        monkeypatch.setattr(node, "make_grader", lambda ctx: Broken())
+        monkeypatch.setattr(node, "make_grader", lambda ctx, library: Broken())
         ctx = Context(home=ask_home, chat_model="extractive", sources="external")
         state = ask(OFF_TOPIC, context=ctx)
         result = summary(state)

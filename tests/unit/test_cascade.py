@@ -169,7 +169,7 @@ def _doc(i: str, text: str, origin: str = "library") -> Passage:
 def sources(monkeypatch: pytest.MonkeyPatch) -> dict[str, Source]:
     table: dict[str, Source] = {}
     monkeypatch.setattr(web_search_node, "make_source", lambda ctx, name: table[name])
-    monkeypatch.setattr(web_search_node, "make_grader", lambda ctx: WordGrader())
+    monkeypatch.setattr(web_search_node, "make_grader", lambda ctx, library: WordGrader())
     monkeypatch.setattr(web_search_node, "missing_terms", lambda ctx, c, terms: [])
     monkeypatch.setattr(queries, "expansions", lambda ctx, c, q: ["stochastic gradient descent"])
     return table

@@ -82,6 +82,29 @@ def test_scores_are_probabilities_and_open_questions_use_similarity() -> None:
     assert np.all((scores >= 0) & (scores <= 1)) and scores[0] > scores[1]
 
 
+def test_a_library_page_that_states_a_figure_once_is_read_as_for_an_open_question() -> None:
+    """Search results that agree on a figure confirm it; a library states it once, so
+    its chunks are scored without the factoid signals, which would call it unanswered."""
+    question = "How much does the Business plan cost per user per year?"
+    passages = [
+        "The Business plan costs USD 11 per user per month, or USD 110 per user per year.",
+        "Registered schools receive a 40 percent discount on the Team and Business plans.",
+        "Payment is taken by credit card or SEPA direct debit.",
+    ]
+    cosines = [0.62, 0.45, 0.30]
+    searched = extract_features(question, passages, cosines)
+    library = extract_features(question, passages, cosines, library=True)
+    assert searched[:, COL["factoid"]].tolist() == [1.0] * 3
+    assert library[:, COL["factoid"]].tolist() == [0.0] * 3
+    assert library[:, COL["consensus"]].tolist() == [0.0] * 3
+    open_reading = extract_features("What is the Business plan?", passages, cosines)
+    assert np.allclose(library, open_reading)  # the same signals as an open question
+    searched_scores = DEFAULT_MODEL.predict(searched)
+    library_scores = DEFAULT_MODEL.predict(library)
+    assert searched_scores[0] < 0.5 < library_scores[0]  # unanswered as a search result
+    assert library_scores.argmax() == 0
+
+
 def test_a_name_that_restates_the_question_is_its_topic_not_its_answer() -> None:
     question = "Which movie won Best Picture at the 90th Academy Awards?"
     passages = [

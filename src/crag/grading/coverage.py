@@ -286,6 +286,15 @@ async def coverage_gaps(question: str, ctx: Context) -> list[str]:
     return await asyncio.to_thread(_gaps, question, ctx)
 
 
+def specific_terms(question: str) -> list[str]:
+    """The question's terms that name something: specific in themselves (`is_specific`),
+    or capitalised inside a sentence, as English writes a name made of everyday words
+    ("the Nebula Ultra plan", "the Super Bowl")."""
+    named: set[str] = set()
+    for sentence in split_sentences(normalize(question)):
+        named.update(w.strip(".,;:!?'’\"()") for w in sentence.split()[1:] if w[:1].isupper())
+    return [t for t in key_terms(question) if is_specific(t) or t in named]
+
+
 def _gaps(question: str, ctx: Context) -> list[str]:
-    specific = [t for t in key_terms(question) if is_specific(t)]
-    return missing_terms(ctx, ctx.collection, specific)
+    return missing_terms(ctx, ctx.collection, specific_terms(question))

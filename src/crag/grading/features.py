@@ -154,14 +154,22 @@ def extract_features(
     passages: Sequence[str],
     cosines: Sequence[float],
     name_similarity: Callable[[Sequence[str]], np.ndarray] | None = None,
+    *,
+    library: bool = False,
 ) -> np.ndarray:
     """One row of FEATURES per passage; all passages of one question at once.
 
     `name_similarity` (the question's cosine with each candidate name) drops names
     that restate the question ("Oscars" for "Academy Awards"): they are its topic,
     shared by every passage, not its answer.
+
+    Passages of a `library` are read as for an open question. The factoid signals
+    (an answer-typed span that other passages confirm) were learned from search
+    results, where independent pages repeat a fact; a library states a fact once, so
+    read that way every factoid it answers in one place would look unanswered ("How
+    much does the Business plan cost per year?": 0.45 for the page that says it).
     """
-    qtype = question_type(question)
+    qtype = "other" if library else question_type(question)
     kinds = _KINDS.get(qtype, set())
     factoid = 1.0 if kinds else 0.0
     qwords = words(question)
@@ -273,9 +281,12 @@ class FeatureGrader:
 
     name = "features"
 
-    def __init__(self, embeddings: Embeddings, model: LogisticModel | None = None) -> None:
+    def __init__(
+        self, embeddings: Embeddings, model: LogisticModel | None = None, *, library: bool = False
+    ) -> None:
         self.embeddings = embeddings
         self.model = model or DEFAULT_MODEL
+        self.library = library  # grading library chunks, not search results
 
     def features(self, question: str, passages: Sequence[str]) -> np.ndarray:
         if not passages:
@@ -283,7 +294,11 @@ class FeatureGrader:
         similarity = QuestionSimilarity(self.embeddings, question)
         cosines = list(similarity(passages))  # embedded as written (the store's vectors)
         return extract_features(
-            normalize(question), [normalize(p) for p in passages], cosines, similarity
+            normalize(question),
+            [normalize(p) for p in passages],
+            cosines,
+            similarity,
+            library=self.library,
         )
 
     def score(self, question: str, passages: Sequence[str]) -> list[float]:

@@ -22,34 +22,37 @@ from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.models.embeddings import embeddings_for
 from crag.registry import Registry
 
-Factory = Callable[[Context, Embeddings], RelevanceGrader]
+#: (context, embeddings, library): `library` is true when the passages are the user's
+#: library's chunks, false for search results (independent pages that repeat a fact).
+Factory = Callable[[Context, Embeddings, bool], RelevanceGrader]
 GRADERS: Registry[Factory] = Registry("grader")
 
 
 @GRADERS.register("auto", "the trained grader if `crag train-grader` saved one, else features")
-def _auto(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
-    return load_trained_grader(ctx, embeddings) or FeatureGrader(embeddings)
+def _auto(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    trained = load_trained_grader(ctx, embeddings, library=library)
+    return trained or FeatureGrader(embeddings, library=library)
 
 
 @GRADERS.register("features", "crag's built-in feature evaluator, no LLM")
-def _features(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
-    return FeatureGrader(embeddings)
+def _features(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    return FeatureGrader(embeddings, library=library)
 
 
 @GRADERS.register("trained", "the evaluator saved by `crag train-grader` (required)")
-def _trained(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
-    grader = load_trained_grader(ctx, embeddings, required=True)
+def _trained(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    grader = load_trained_grader(ctx, embeddings, required=True, library=library)
     assert grader is not None  # required=True raises instead
     return grader
 
 
 @GRADERS.register("similarity", "embedding similarity alone")
-def _similarity(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
+def _similarity(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     return SimilarityGrader(embeddings)
 
 
 @GRADERS.register("judge", "the LLM judge (judge_model) on every document")
-def _judge(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
+def _judge(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     spec = ctx.judge_model or ctx.chat_model
     if spec == EXTRACTIVE:
         raise ProviderError(f"grader={ctx.grader} needs a chat model (chat_model is 'extractive')")
@@ -59,9 +62,10 @@ def _judge(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
 
 
 @GRADERS.register("cascade", "auto for clear cases, the LLM judge for the uncertain band")
-def _cascade(ctx: Context, embeddings: Embeddings) -> RelevanceGrader:
-    judge = _judge(ctx, embeddings)
-    return CascadeGrader(_auto(ctx, embeddings), judge, ctx.cascade_low, ctx.cascade_high)
+def _cascade(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    judge = _judge(ctx, embeddings, library)
+    first = _auto(ctx, embeddings, library)
+    return CascadeGrader(first, judge, ctx.cascade_low, ctx.cascade_high)
 
 
 #: Graders that ask a chat model (and so can fail when its server does).
@@ -72,14 +76,15 @@ LLM_GRADERS = ("judge", "cascade")
 STRIP_STAND_IN = {"judge": "features", "cascade": "auto"}
 
 
-def _build(ctx: Context, name: str) -> RelevanceGrader:
+def _build(ctx: Context, name: str, library: bool = False) -> RelevanceGrader:
     factory = GRADERS[name]  # an unknown name fails here, before any model loads
-    return factory(ctx, embeddings_for(ctx))
+    return factory(ctx, embeddings_for(ctx), library)
 
 
-def make_grader(ctx: Context) -> RelevanceGrader:
-    """The grader that scores a question's documents (library chunks, web results)."""
-    return _build(ctx, ctx.grader)
+def make_grader(ctx: Context, *, library: bool) -> RelevanceGrader:
+    """The grader that scores a question's documents: the library's chunks
+    (`library`), or results of an external search."""
+    return _build(ctx, ctx.grader, library)
 
 
 def make_strip_grader(ctx: Context) -> RelevanceGrader:

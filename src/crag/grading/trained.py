@@ -39,7 +39,7 @@ def save_trained_grader(ctx: Context, model: dict[str, Any], metadata: dict[str,
 
 
 def load_trained_grader(
-    ctx: Context, embeddings: Embeddings, *, required: bool = False
+    ctx: Context, embeddings: Embeddings, *, required: bool = False, library: bool = False
 ) -> FeatureGrader | None:
     """The trained grader if one was saved; None (or an error if required) otherwise."""
     path = model_path(ctx)
@@ -59,6 +59,6 @@ def load_trained_grader(
             raise ProviderError(f"{path}: unusable trained grader ({exc})") from exc
         log.warning("ignoring unusable trained grader %s (%s)", path, exc)
         return None
-    grader = FeatureGrader(embeddings, model)
+    grader = FeatureGrader(embeddings, model, library=library)
     grader.name = "trained"
     return grader

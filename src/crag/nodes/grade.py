@@ -30,13 +30,13 @@ async def scored_by(ctx: Context, question: str, texts: list[str]) -> tuple[list
     """The grader's scores and its name. An LLM judge that gives no usable answer at
     all (its server is down) is replaced by the built-in grader, and the name says so:
     a neutral score for every document would decline what the library answers."""
-    grader = make_grader(ctx)
+    grader = make_grader(ctx, library=True)
     try:
         return await grader.ascore(question, texts), grader.name
     except ProviderError as exc:
         if ctx.grader not in LLM_GRADERS:
             raise
-        stand_in = make_grader(ctx.with_overrides(grader="auto"))
+        stand_in = make_grader(ctx.with_overrides(grader="auto"), library=True)
         scores = await stand_in.ascore(question, texts)
         return scores, f"{stand_in.name} ({exc})"
 

@@ -64,8 +64,9 @@ class Search:
             self.tried.append(f"{source.name}: nothing new")
             return
         texts = [d["text"] for d in docs]
-        grader = make_grader(self.ctx)
-        batch = [*self.first, *texts] if source.name == "library" else texts
+        library = source.name == "library"
+        grader = make_grader(self.ctx, library=library)
+        batch = [*self.first, *texts] if library else texts
         per_target = [(await grader.ascore(t, batch))[-len(texts) :] for t in self.targets]
         if getattr(source, "self_scored", False):  # e.g. database rows
             per_target = [
@@ -82,7 +83,7 @@ class Search:
             for doc, score in zip(docs, scores, strict=True):
                 if score >= self.best.get(target, 0.0) and check(asked, [doc["text"]]).holds:
                     self.best[target] = score
-        (self.library if source.name == "library" else self.external).extend(graded)
+        (self.library if library else self.external).extend(graded)
         top = max((d["score"] for d in graded), default=0.0)
         self.tried.append(f"{source.name}: {len(graded)} results, best {top:.2f}")
 
