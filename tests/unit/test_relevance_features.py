@@ -30,6 +30,10 @@ def test_question_types() -> None:
     assert question_type("When should grid search be used?") == "other"
     assert question_type("When would you choose K-means over DBSCAN?") == "other"
     assert question_type("When was the first transformer paper published?") == "date"
+    # the question's own interrogative decides: an embedded "how many" asks nothing
+    assert question_type("How do we know how many trees we need?") == "other"
+    assert question_type("Why does the price of a plan rise?") == "other"
+    assert question_type("How many trees does a random forest need?") == "num"
 
 
 def test_abbreviations_do_not_end_a_sentence() -> None:

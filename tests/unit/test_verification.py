@@ -8,6 +8,7 @@ constraint is answered. Whether crag answered is state, not words.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,11 @@ CASES = [  # question, passage under another constraint, passage under the asked
 ]
 
 
-def answer(question: str, passage: str, **knobs: Any) -> dict[str, Any]:
+def answer(question: str, passage: str, parts: Sequence[str] = (), **knobs: Any) -> dict[str, Any]:
     doc: Passage = {"id": "d1", "text": passage, "origin": "external", "source": "news"}
     strip: Strip = {"doc_id": "d1", "position": 0, "text": passage, "score": 0.9}
     state: State = {"question": question, "web_docs": [doc], "kept_strips": [strip]}
+    state["parts"] = [{"text": p, "score": 0.9, "covered": True} for p in parts]
     ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="extractive", **knobs)
     return asyncio.run(generate(state, runtime=Runtime(context=ctx)))
 
@@ -71,6 +73,21 @@ def test_the_decline_names_what_the_sources_speak_of() -> None:
     assert near["answered"] is True and near["support"] == "partial"
     assert near["unsupported"] == ["2023"]
     assert near["answer"].startswith("The sources found speak of 2022, not 2023. The 2022")
+
+
+def test_a_question_of_two_parts_is_answered_for_the_part_its_evidence_names() -> None:
+    question = "How do word2vec embeddings differ from TF-IDF weighted features?"
+    passage = "word2vec learns dense word vectors from the words around each word."
+    alone = answer(question, passage)  # one question: the evidence lacks a thing asked
+    assert alone["answered"] is False
+    parts = ["word2vec embeddings", "TF-IDF weighted features"]
+    both = answer(question, passage, parts)
+    assert both["answered"] is True and both["support"] == "partial"
+    assert both["unsupported"] == ["tf idf"]
+    assert both["answer"].startswith("The sources found do not mention tf idf. word2vec")
+    # a part's year or version is a fact's constraint: missing, the answer is declined
+    versioned = "How do word2vec 2.0 embeddings differ from TF-IDF weighted features?"
+    assert answer(versioned, passage, parts)["answered"] is False
 
 
 def test_verification_can_be_switched_off() -> None:

@@ -89,8 +89,20 @@ _KINDS = {
 }
 
 
+# The question's own interrogative: the first one. "How do we know how many trees we
+# need?" asks for a method; its "how many" belongs to the clause it asks about.
+_WH = re.compile(r"\b(what|which|who|whom|whose|when|where|how|why)\b")
+
+
 def question_type(question: str) -> str:
     low = question.lower().strip()
+    first = _WH.search(low)
+    if (
+        first
+        and first.group(1) in ("how", "why")
+        and not re.match(r"how (many|much)\b", low[first.start() :])
+    ):
+        return "other"
     for name, pattern in _QTYPES:
         if pattern.search(low):
             return name

@@ -209,6 +209,17 @@ def near_miss(result: Check) -> str:
     return "The sources found " + " and ".join(said) + "."
 
 
+def part_answered(result: Check, state: State) -> bool:
+    """Whether the evidence answers some parts of a question of several (a comparison,
+    two questions in one): it names some of the things asked about, and what it lacks
+    is only names, not the year, date or version that a fact must match. The answer
+    then stands for those parts and says which names it lacks, as an ambiguous
+    verdict's search would have filled them."""
+    names_met = any(c.kind == "name" for c in result.met)
+    only_names = all(c.kind == "name" for c in result.unmet)
+    return len(state.get("parts") or []) >= 2 and names_met and only_names
+
+
 async def draft(
     question: str, numbered: list[tuple[Citation, list[Strip]]], ctx: Context
 ) -> tuple[str | None, str]:
@@ -340,16 +351,20 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
         if not result.holds:
             unmet = [c.value for c in result.unmet]
             found = near_miss(result)
-            if not ctx.near_miss_answers:
-                return declined(f"({found})", f"declined: evidence lacks {', '.join(unmet)}", unmet)
-            answer = f"{found} {answer}"
+            lacks = f"evidence lacks {', '.join(unmet)}"
+            if part_answered(result, state):
+                lacks = f"parts answered: {lacks}"
+            elif ctx.near_miss_answers:
+                lacks = f"near miss: {lacks}"
+            else:
+                return declined(f"({found})", f"declined: {lacks}", unmet)
             return {
-                "answer": answer,
+                "answer": f"{found} {answer}",
                 "citations": citations,
                 "answered": True,
                 "support": "partial",
                 "unsupported": unmet,
-                **note(f"near miss: evidence lacks {', '.join(unmet)}"),
+                **note(lacks),
             }
     return {
         "answer": answer,
