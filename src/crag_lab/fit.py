@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,15 +36,21 @@ def featurize(
     grader: FeatureGrader,
     pairs: Sequence[Pair],
     progress: Callable[[int, int], None] | None = None,
+    library_questions: Collection[str] = (),
 ) -> Featurized:
-    """Features of every pair, each question's passages taken together as in `grade`."""
+    """Features of every pair, each question's passages taken together as in `grade`.
+
+    The passages of the questions in `library_questions` (pairs generated from the
+    user's library) are read as the library's chunks, the others as search results."""
+    library = FeatureGrader(grader.embeddings, grader.model, library=True)
     groups = by_question(pairs)
     rows: list[np.ndarray] = []
     labels: list[bool] = []
     names: list[str] = []
     start = time.perf_counter()
     for i, (qid, items) in enumerate(groups.items(), start=1):
-        rows.append(grader.features(items[0]["question"], [p["passage"] for p in items]))
+        reader = library if qid in library_questions else grader
+        rows.append(reader.features(items[0]["question"], [p["passage"] for p in items]))
         labels += [p["relevant"] for p in items]
         names += [qid] * len(items)
         if progress:

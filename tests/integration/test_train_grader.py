@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fakes import FakeEmbeddings
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 
@@ -18,7 +19,7 @@ from crag.errors import ProviderError
 from crag.grading.features import FEATURES, FeatureGrader, LogisticModel
 from crag.grading.registry import make_grader
 from crag.grading.trained import model_path, save_trained_grader
-from crag_lab.dataset import load_pairs
+from crag_lab.dataset import Pair, load_pairs
 from crag_lab.fit import cross_validate, featurize, group_folds
 from crag_lab.pairs import generate_pairs
 
@@ -95,6 +96,24 @@ def test_cross_validation_reports_held_out_figures(dev_pairs: Path) -> None:
     assert 0.5 < result["auc"] <= 1.0
     assert 0.0 <= result["accuracy"] <= 1.0
     assert len(result["scores"]) == len(data.y)
+
+
+def test_pairs_generated_from_the_library_are_read_as_library_chunks() -> None:
+    """As the grade node reads them: a library states a fact once (no consensus)."""
+    question = "How many requests per minute may a token make?"
+    pairs: list[Pair] = [
+        {"qid": qid, "question": question, "passage": text, "relevant": label, "origin": ""}
+        for qid in ("searched", "library")
+        for text, label in (("A token may make 120 requests per minute.", True), ("No.", False))
+    ]
+    data = featurize(FeatureGrader(FakeEmbeddings()), pairs, library_questions={"library"})
+    factoid = data.x[:, FEATURES.index("factoid")].tolist()
+    assert list(zip(data.groups, factoid, strict=True)) == [
+        ("searched", 1.0),
+        ("searched", 1.0),
+        ("library", 0.0),
+        ("library", 0.0),
+    ]
 
 
 def test_a_model_that_beats_the_built_in_weights_is_saved(

@@ -121,12 +121,17 @@ def _line(name: str, auc: float | None, acc: float | None, rate: float | None) -
 def run(args: argparse.Namespace) -> int:
     ctx = context_from_args(args)
     pairs = [pair for path in args.pairs for pair in load_pairs(path)]
-    if args.generate:
-        pairs += _generated(ctx, args)
+    generated = _generated(ctx, args) if args.generate else []
+    pairs += generated
     if not pairs:
         raise ValueError("no training pairs (use --pairs and/or --generate)")
     grader = FeatureGrader(embeddings_for(ctx))
-    data = fit.featurize(grader, pairs, progress=_bar("featurizing questions"))
+    data = fit.featurize(
+        grader,
+        pairs,
+        progress=_bar("featurizing questions"),
+        library_questions={p["qid"] for p in generated},
+    )
     labels = (data.y > 0.5).tolist()
     print(f"{len(pairs)} pairs, {len(set(data.groups))} questions, {sum(labels)} relevant")
     print(f"  {'grader':<42} {'AUC':>6} {'accuracy':>8} {'pairs/s':>8}")
