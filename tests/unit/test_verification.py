@@ -39,11 +39,13 @@ CASES = [  # question, passage under another constraint, passage under the asked
 ]
 
 
-def answer(question: str, passage: str, parts: Sequence[str] = (), **knobs: Any) -> dict[str, Any]:
+def answer(
+    question: str, passage: str, parts: Sequence[str] = (), covered: bool = True, **knobs: Any
+) -> dict[str, Any]:
     doc: Passage = {"id": "d1", "text": passage, "origin": "external", "source": "news"}
     strip: Strip = {"doc_id": "d1", "position": 0, "text": passage, "score": 0.9}
     state: State = {"question": question, "web_docs": [doc], "kept_strips": [strip]}
-    state["parts"] = [{"text": p, "score": 0.9, "covered": True} for p in parts]
+    state["parts"] = [{"text": p, "score": 0.9, "covered": covered} for p in parts]
     ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="extractive", **knobs)
     return asyncio.run(generate(state, runtime=Runtime(context=ctx)))
 
@@ -85,9 +87,27 @@ def test_a_question_of_two_parts_is_answered_for_the_part_its_evidence_names() -
     assert both["answered"] is True and both["support"] == "partial"
     assert both["unsupported"] == ["tf idf"]
     assert both["answer"].startswith("The sources found do not mention tf idf. word2vec")
-    # a part's year or version is a fact's constraint: missing, the answer is declined
+    # a part's year or version is a fact's constraint: missing, the part is unanswered
     versioned = "How do word2vec 2.0 embeddings differ from TF-IDF weighted features?"
-    assert answer(versioned, passage, parts)["answered"] is False
+    versioned_parts = ["word2vec 2.0 embeddings", "TF-IDF weighted features"]
+    assert answer(versioned, passage, versioned_parts)["answered"] is False
+
+
+def test_the_part_the_evidence_answers_stands_and_the_other_years_are_said() -> None:
+    question = "What did the plan cost in the 2024 policy, and after the 2025 change?"
+    passage = "The 2024 policy lists the plan at USD 6 per user per month."
+    parts = [
+        "What did the plan cost in the 2024 policy?",
+        "What did it cost after the 2025 change?",
+    ]
+    result = answer(question, passage, parts)
+    assert result["answered"] is True and result["support"] == "partial"
+    assert result["unsupported"] == ["2025"]
+    assert result["answer"].startswith("The sources found speak of 2024, not 2025. The 2024")
+    # a part with nothing to check stands only where the library covers it
+    plain = ["What did the plan cost?", "What did it cost after the 2025 change?"]
+    assert answer(question, passage, plain)["answered"] is True
+    assert answer(question, passage, plain, covered=False)["answered"] is False
 
 
 def test_verification_can_be_switched_off() -> None:

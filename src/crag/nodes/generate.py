@@ -209,15 +209,19 @@ def near_miss(result: Check) -> str:
     return "The sources found " + " and ".join(said) + "."
 
 
-def part_answered(result: Check, state: State) -> bool:
-    """Whether the evidence answers some parts of a question of several (a comparison,
-    two questions in one): it names some of the things asked about, and what it lacks
-    is only names, not the year, date or version that a fact must match. The answer
-    then stands for those parts and says which names it lacks, as an ambiguous
-    verdict's search would have filled them."""
-    names_met = any(c.kind == "name" for c in result.met)
-    only_names = all(c.kind == "name" for c in result.unmet)
-    return len(state.get("parts") or []) >= 2 and names_met and only_names
+def part_answered(state: State, evidence: Sequence[str], context: Sequence[str]) -> bool:
+    """Whether the evidence answers some part of a question of several (a comparison,
+    two questions in one): it meets all of that part's years, versions and names, and
+    either there are some to meet or the library covers the part. The answer then
+    stands for that part and says first what the sources lack for the others ("What did
+    it cost in 2024, and after the 2025 change?" answered with the 2024 price, saying
+    the sources speak of 2024, not 2025)."""
+    parts = state.get("parts") or []
+    for part in parts if len(parts) >= 2 else []:
+        asked = constraints(part["text"])
+        if (asked or part["covered"]) and check(asked, evidence, context=context).holds:
+            return True
+    return False
 
 
 async def draft(
@@ -347,12 +351,13 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
             evidence = [s["text"] for c, strips in numbered if c in citations for s in strips]
         # a name in the title of a source counts too: a page titled "Super Bowl LVIII"
         titles = [c.get("title") or "" for c, _ in numbered]
-        result = check(asked, evidence, context=[*(s["text"] for s in kept), *titles])
+        context = [*(s["text"] for s in kept), *titles]
+        result = check(asked, evidence, context=context)
         if not result.holds:
             unmet = [c.value for c in result.unmet]
             found = near_miss(result)
             lacks = f"evidence lacks {', '.join(unmet)}"
-            if part_answered(result, state):
+            if part_answered(state, evidence, context):
                 lacks = f"parts answered: {lacks}"
             elif ctx.near_miss_answers:
                 lacks = f"near miss: {lacks}"
