@@ -217,7 +217,9 @@ def part_answered(state: State, evidence: Sequence[str], context: Sequence[str])
     it cost in 2024, and after the 2025 change?" answered with the 2024 price, saying
     the sources speak of 2024, not 2025)."""
     parts = state.get("parts") or []
-    for part in parts if len(parts) >= 2 else []:
+    if len(parts) < 2:
+        return False
+    for part in parts:
         asked = constraints(part["text"])
         if (asked or part["covered"]) and check(asked, evidence, context=context).holds:
             return True
