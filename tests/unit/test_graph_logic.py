@@ -175,6 +175,23 @@ def test_citations_keep_source_and_page_of_each_kept_strip() -> None:
     # library and web take turns: a weaker web strip still beats a second library strip
     numbered[1][1][0]["score"] = 0.3
     assert extractive_answer(numbered, limit=2) == "Alpha fact. [1] Web fact. [2]"
+    # a strip that meets the question's version leads, over more confident ones
+    numbered[1][1].append(
+        {"doc_id": "w", "position": 10001, "text": "In version 3 the limit is 300.", "score": 0.1}
+    )
+    asked = constraints("How did the limit change in version 3?")
+    assert extractive_answer(numbered, limit=2, asked=asked) == (
+        "Alpha fact. [1] In version 3 the limit is 300. [2]"
+    )
+    # after each source's best, the strips meeting more constraints, whichever the source:
+    # the web's second strip on version 3 before the library's more confident Beta
+    numbered[1][1].append(
+        {"doc_id": "w", "position": 10002, "text": "Version 3 doubles the burst.", "score": 0.1}
+    )
+    assert extractive_answer(numbered, limit=3, asked=asked) == (
+        "Alpha fact. [1] In version 3 the limit is 300. [2] Version 3 doubles the burst. [2]"
+    )
+    assert extractive_answer(numbered, limit=3) == "Alpha fact. [1] Beta fact. [1] Web fact. [2]"
     assert [c["n"] for c in cited("Only the web says so [2].", numbered)] == [2]
     assert [c["n"] for c in cited("No markers at all.", numbered)] == [1, 2]
 

@@ -93,8 +93,9 @@ def extractive_answer(
 ) -> str:
     """No LLM: the most confident kept strips, each with its citation.
 
-    Library and web strips take turns, so a partial answer shows both halves; strips
-    that meet more of the question's constraints (`asked`) go first.
+    Each source's best strip comes first, so a partial answer shows both halves; then
+    the strips that meet more of the question's constraints (`asked`), whichever their
+    source: the changelog of version 3 before the rest of the handbook of version 2.
     """
     by_origin: dict[str, list[_Pick]] = {}
     for c, strips in numbered:
@@ -103,12 +104,14 @@ def extractive_answer(
                 (s.get("confidence", s["score"]), s["position"], c["n"], s["text"])
             )
     met = {t[3]: len(check(asked, [t[3]]).met) for picks in by_origin.values() for t in picks}
-    queues = [sorted(items, key=lambda t: (-met[t[3]], -t[0])) for items in by_origin.values()]
-    picked: list[_Pick] = []
-    while len(picked) < limit and any(queues):
-        for queue in queues:
-            if queue and len(picked) < limit:
-                picked.append(queue.pop(0))
+
+    def rank(pick: _Pick) -> tuple[int, float]:
+        return -met[pick[3]], -pick[0]
+
+    queues = [sorted(items, key=rank) for items in by_origin.values()]
+    firsts = sorted((queue.pop(0) for queue in queues if queue), key=rank)
+    rest = sorted([*firsts[limit:], *(t for queue in queues for t in queue)], key=rank)
+    picked = [*firsts[:limit], *rest][:limit]
     return " ".join(f"{text} [{n}]" for _, _, n, text in sorted(picked, key=lambda t: t[1]))
 
 
