@@ -79,6 +79,35 @@ class Part(TypedDict):
     covered: bool  # some document scores at or above `upper` for it
 
 
+class PartGrade(TypedDict):
+    """How the documents graded for one part of a decomposed question."""
+
+    text: str
+    top: float  # the best document's score for it
+    # the best score of a document that explains it (names the subject of a comparison
+    # more than once, meets its years and versions); 0 if none does
+    explains: float
+
+
+class Grades(TypedDict):
+    """A question's grading before any threshold: all the verdict reads
+    (`crag.grading.verdict.decide`), so the lab can replay it at other thresholds."""
+
+    scores: list[float]  # each graded document's (with parts: its best part's score)
+    first: list[float]  # the first retrieval's scores by the cheap grader: the fast check
+    simple: bool  # one part, not complex, every name known: the fast path may take it
+    parts: list[PartGrade]  # [] for a question of one part
+    asked: list[str]  # the question's years, dates and versions (coverage check on)
+    meets: list[list[str]]  # per graded document, which of `asked` it meets
+    never: list[str]  # names the library never mentions
+    unknown: list[str]  # those that are what a one-part question asks about
+
+
+NO_GRADES = Grades(
+    scores=[], first=[], simple=False, parts=[], asked=[], meets=[], never=[], unknown=[]
+)
+
+
 class Citation(TypedDict):
     n: int
     origin: Origin
@@ -147,6 +176,7 @@ class State(InputState, total=False):
     docs: list[Passage]
     scores: list[float]
     grader: str
+    grades: Grades  # the verdict's inputs, before the thresholds
     route: Route  # fast: a simple question whose best chunk clearly wins; full: the rest
     parts: list[Part]  # a decomposed question's sub-questions ([] for a single question)
     # what the library cannot cover: terms it never names, or names only in passing

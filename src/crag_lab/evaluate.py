@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from crag.context import Context
+from crag.nodes.grade import fast_gap
 from crag_lab import plots, report
 from crag_lab.baselines import TUTORIAL_CUT
 from crag_lab.dataset import Pair, Question
@@ -122,14 +123,16 @@ async def evaluate(
 
     if "crag" in records:
         done = [(q, r) for q, r in zip(questions, records["crag"], strict=True) if not r["error"]]
-        scores_by_q = [list(r.get("scores") or []) for _, r in done]
+        # a cached answer was not graded in this run: it has no grades to replay
+        done = [(q, r) for q, r in done if r.get("grades") and not r.get("cached")]
+        grades = [r["grades"] for _, r in done]
         expected = [q["expected_verdict"] for q, _ in done]
-        missing = [list(r.get("missing_terms") or []) for _, r in done]
         if done:
             axis = grid(grid_step)
-            surface = sweep(scores_by_q, expected, axis, axis, missing)
+            gap = fast_gap(ctx)
+            surface = sweep(grades, expected, axis, axis, gap)
             metrics["threshold_surface"] = surface.to_dict()
-            current = sweep(scores_by_q, expected, [ctx.lower], [ctx.upper], missing).accuracy[0, 0]
+            current = sweep(grades, expected, [ctx.lower], [ctx.upper], gap).accuracy[0, 0]
             metrics["threshold_current"] = {
                 "lower": ctx.lower,
                 "upper": ctx.upper,

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from crag.context import Context
 from crag.graph import steps
+from crag.nodes.grade import fast_gap
 from crag.state import InputState, State
 from crag_lab.dataset import Pair, Question
 from crag_lab.metrics import accuracy, best_accuracy, classify, roc_auc
@@ -82,11 +83,11 @@ async def compare(
                 )
                 for source in sorted(set(sources))
             }
-            graded = [st.get("scores") or [] for st in states]
-            missing = [st.get("missing_terms") or [] for st in states]
-            row["verdict_accuracy_question_folds"] = fold_thresholds(graded, missing, expected)
+            grades = [st["grades"] for st in states]
+            gap = fast_gap(ctx)
+            row["verdict_accuracy_question_folds"] = fold_thresholds(grades, expected, gap)
             row["verdicts_leaving_each_source_out"] = loso_thresholds(
-                graded, missing, expected, sources
+                grades, expected, sources, gap
             )
         rows.append(row)
     return rows

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from crag.grading.features import LogisticModel
-from crag.grading.verdict import decide_verdict
+from crag.grading.verdict import decide
+from crag.state import Grades
 from crag_lab.dataset import Pair, Question
 from crag_lab.metrics import calibration, roc_auc
 from crag_lab.tuning import grid, sweep
@@ -102,33 +103,26 @@ def loso_auc(
 
 
 def _fit_and_score(
-    scores: Sequence[Sequence[float]],
-    missing: Sequence[Sequence[str]],
+    grades: Sequence[Grades],
     expected: Sequence[str],
     train: Sequence[int],
     test: Sequence[int],
     axis: Sequence[float],
+    gap: float | None,
 ) -> tuple[int, dict[str, float]]:
     """(lower, upper) fitted on `train`; the number of `test` questions then right."""
-    surface = sweep(
-        [scores[i] for i in train],
-        [expected[i] for i in train],
-        axis,
-        axis,
-        [missing[i] for i in train],
-    )
+    surface = sweep([grades[i] for i in train], [expected[i] for i in train], axis, axis, gap)
     best = surface.best()
     right = sum(
-        decide_verdict(scores[i], best["upper"], best["lower"], missing[i]) == expected[i]
-        for i in test
+        decide(grades[i], best["upper"], best["lower"], gap).verdict == expected[i] for i in test
     )
     return right, best
 
 
 def fold_thresholds(
-    scores: Sequence[Sequence[float]],
-    missing: Sequence[Sequence[str]],
+    grades: Sequence[Grades],
     expected: Sequence[str],
+    gap: float | None,
     k: int = 5,
     seed: int = 0,
     step: float = 0.05,
@@ -143,16 +137,16 @@ def fold_thresholds(
     for test in folds:
         held = set(test)
         train = [i for i in order if i not in held]
-        right, _ = _fit_and_score(scores, missing, expected, train, test, grid(step))
+        right, _ = _fit_and_score(grades, expected, train, test, grid(step), gap)
         hits += right
     return hits / len(expected)
 
 
 def loso_thresholds(
-    scores: Sequence[Sequence[float]],
-    missing: Sequence[Sequence[str]],
+    grades: Sequence[Grades],
     expected: Sequence[str],
     sources: Sequence[str],
+    gap: float | None,
     step: float = 0.05,
 ) -> dict[str, Any]:
     """Verdict accuracy on each held-out source, with (lower, upper) fitted on the rest.
@@ -169,7 +163,7 @@ def loso_thresholds(
     for source in sorted(set(sources)):
         train = [i for i, s in enumerate(sources) if s != source]
         test = [i for i, s in enumerate(sources) if s == source]
-        right, best = _fit_and_score(scores, missing, expected, train, test, axis)
+        right, best = _fit_and_score(grades, expected, train, test, axis, gap)
         hits += right
         rows[source] = {
             "n": len(test),

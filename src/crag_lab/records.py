@@ -73,7 +73,8 @@ def record_from_state(
     the compression ratio is measured against."""
     docs = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
     return with_context(
-        summary(state),
+        # the grades replay the verdict at other thresholds (`crag_lab.tuning.sweep`)
+        {**summary(state), "grades": state.get("grades")},
         kept=state.get("kept_strips") or [],
         docs=docs,
         retrieved=docs if retrieved is None else retrieved,

@@ -1,9 +1,12 @@
 """Threshold tuning: grade each question once, then sweep the thresholds in memory.
 
-The verdict depends only on the documents' scores and the two thresholds, so one
-grading pass per question (the expensive part: a model call per document with a
-judge) is enough for the whole (lower, upper) grid. The strip threshold is swept
-the same way afterwards, at the best (lower, upper), from cached strip scores.
+The verdict depends only on what the grade node found (`Grades`) and the thresholds
+(`crag.grading.verdict.decide`, the node's own rule), so one grading pass per question
+(the expensive part: a model call per document with a judge) is enough for the whole
+(lower, upper) grid. With an LLM grader, a question that took the fast path is
+replayed at other thresholds on its cheap scores: the judge never graded it. The
+strip threshold is swept the same way afterwards, at the best (lower, upper), from
+cached strip scores.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ import numpy as np
 
 from crag.context import Context
 from crag.grading.registry import make_strip_grader
-from crag.grading.verdict import decide_verdict
+from crag.grading.verdict import decide
 from crag.graph import steps
+from crag.nodes.grade import fast_gap
 from crag.nodes.refine import decompose, knowledge_for, select, strip_key
-from crag.state import InputState, Passage, State
+from crag.state import Grades, InputState, Passage, State
 from crag_lab.dataset import ANSWERABLE, Question
 from crag_lab.metrics import support_hit
 from crag_lab.records import ContextEntry, context_entries
@@ -77,23 +81,22 @@ class Surface:
 
 
 def sweep(
-    score_lists: Sequence[Sequence[float]],
+    graded: Sequence[Grades],
     expected: Sequence[str],
     lowers: Sequence[float],
     uppers: Sequence[float],
-    missing: Sequence[Sequence[str]] | None = None,
+    gap: float | None = None,
 ) -> Surface:
-    """Verdict accuracy of crag's rule (`decide_verdict`, with each question's missing
-    library terms from the coverage check) at every grid point."""
-    gaps: Sequence[Sequence[str]] = missing or [()] * len(expected)
+    """Verdict accuracy of the grade node's rule (`decide`, fast path gap `gap`) at
+    every grid point."""
     acc = np.full((len(lowers), len(uppers)), np.nan)
     for i, lower in enumerate(lowers):
         for j, upper in enumerate(uppers):
             if lower > upper:
                 continue
             hits = [
-                decide_verdict(scores, upper, lower, gap) == exp
-                for scores, exp, gap in zip(score_lists, expected, gaps, strict=True)
+                decide(grades, upper, lower, gap).verdict == exp
+                for grades, exp in zip(graded, expected, strict=True)
             ]
             acc[i, j] = sum(hits) / len(hits) if hits else np.nan
     return Surface(list(lowers), list(uppers), acc, len(expected))
@@ -104,27 +107,24 @@ def sweep(
 
 @dataclass
 class Graded:
-    """One question, graded once: its documents, their scores, the web results, and
-    the strip scores of each knowledge set refined so far."""
+    """One question, graded once: the documents graded, what the grader found, the
+    web results, and the strip scores of each knowledge set refined so far."""
 
     question: Question
     docs: list[Passage]
-    scores: list[float]
-    missing: list[str] = field(default_factory=list)  # from the grade node's coverage check
+    grades: Grades
+    gap: float | None = None  # the fast path's gap (None: off)
     web_docs: list[Passage] = field(default_factory=list)
     strip_scores: dict[tuple[str, ...], dict[tuple[str, int], float]] = field(default_factory=dict)
 
     def knowledge(self, lower: float, upper: float) -> list[Passage]:
         """What refine would get at these thresholds (`knowledge_for` of the verdict)."""
-        verdict = decide_verdict(self.scores, upper, lower, self.missing)
-        good = [
-            cast(Passage, {**d, "score": s})
-            for d, s in zip(self.docs, self.scores, strict=True)
-            if s >= lower
-        ]
+        decision = decide(self.grades, upper, lower, self.gap)
+        scores = self.grades["scores"]
+        good = [cast(Passage, {**self.docs[i], "score": scores[i]}) for i in decision.good]
         state: State = {
             "question": self.question["question"],
-            "verdict": verdict,
+            "verdict": decision.verdict,
             "good_docs": good,
             "web_docs": self.web_docs,
         }
@@ -140,13 +140,10 @@ async def grade_question(q: Question, ctx: Context) -> Graded:
     verdict and the knowledge to refine can be replayed at any thresholds."""
     run = steps("retrieve", "grade", "rewrite", "web_search")
     state = await run.ainvoke(InputState(question=q["question"]), context=ctx)
-    return Graded(
-        q,
-        state.get("docs") or [],
-        list(state.get("scores") or []),
-        list(state.get("missing_terms") or []),
-        state.get("web_docs") or [],
-    )
+    grades = state["grades"]
+    # the documents graded come first; the web path's library results follow them
+    graded = (state.get("docs") or [])[: len(grades["scores"])]
+    return Graded(q, graded, grades, fast_gap(ctx), state.get("web_docs") or [])
 
 
 async def score_strips(graded: Graded, lower: float, upper: float, ctx: Context) -> None:
@@ -261,12 +258,12 @@ async def tune(
     and at the current (lower, upper), so the two settings compare end to end.
     """
     axis = grid(step)
-    scores = [g.scores for g in graded]
+    grades = [g.grades for g in graded]
     expected = [g.question["expected_verdict"] for g in graded]
-    missing = [g.missing for g in graded]
-    surface = sweep(scores, expected, axis, axis, missing)
+    gap = fast_gap(ctx)
+    surface = sweep(grades, expected, axis, axis, gap)
     best = surface.best()
-    current = float(sweep(scores, expected, [ctx.lower], [ctx.upper], missing).accuracy[0, 0])
+    current = float(sweep(grades, expected, [ctx.lower], [ctx.upper], gap).accuracy[0, 0])
     for g in graded:
         await score_strips(g, best["lower"], best["upper"], ctx)
         await score_strips(g, ctx.lower, ctx.upper, ctx)

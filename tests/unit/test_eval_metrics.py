@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from crag.context import Context
+from crag.grading.verdict import decide
 from crag.prompts import NOT_FOUND
-from crag.state import Passage
+from crag.state import Grades, PartGrade, Passage
 from crag_lab.baselines import tutorial_verdict, whole_documents
 from crag_lab.dataset import Question, load_questions, stratified
 from crag_lab.metrics import (
@@ -317,11 +318,28 @@ def test_grid_is_inclusive_and_rounded() -> None:
     assert grid(0.05)[7] == 0.35
 
 
+def _grades(scores: list[float], **found: Any) -> Grades:
+    """What a grade node found for a question of one part, no fast path."""
+    return Grades(
+        **{
+            "scores": scores,
+            "first": scores,
+            "simple": False,
+            "parts": [],
+            "asked": [],
+            "meets": [[] for _ in scores],
+            "never": [],
+            "unknown": [],
+            **found,
+        }
+    )
+
+
 def test_threshold_sweep_replays_crags_verdict_rule() -> None:
     scores = [[0.9, 0.1], [0.1, 0.2], [0.5, 0.1]]
     expected = ["correct", "incorrect", "ambiguous"]
     axis = [0.0, 0.3, 0.6, 1.0]
-    surface = sweep(scores, expected, axis, axis)
+    surface = sweep([_grades(s) for s in scores], expected, axis, axis)
     assert np.isnan(surface.accuracy[2, 1])  # lower > upper is not a valid setting
     assert surface.accuracy[1, 2] == 1.0  # lower 0.3, upper 0.6: all three right
     assert surface.best() == {"lower": 0.3, "upper": 0.6, "accuracy": 1.0}
@@ -333,12 +351,12 @@ def test_strip_sweep_trades_support_against_declining() -> None:
     answerable = Graded(
         _q("i", answers=["dropout"], doc="a.pdf"),
         docs=[_doc("a", "Dropout zeroes units. It regularises.")],
-        scores=[0.9],
+        grades=_grades([0.9]),
     )
     hopeless = Graded(
         _q("n", "none", "incorrect", doc=""),
         docs=[_doc("b", "Unrelated text here.")],
-        scores=[0.1],
+        grades=_grades([0.1]),
         web_docs=[_doc("w", "Web noise here.", "external")],
     )
     # what score_strips would store: scores per knowledge set, keyed by its doc ids
@@ -399,7 +417,7 @@ def test_strips_are_scored_once_per_knowledge_set_in_one_batch(
     g = Graded(
         _q("p", "partial", "ambiguous"),
         docs=[_doc("a", "Alpha one. Alpha two."), _doc("b", "Beta one.")],
-        scores=[0.5, 0.1],
+        grades=_grades([0.5, 0.1]),
         web_docs=[_doc("w", "Web one.", "external")],
     )
     asyncio.run(score_strips(g, 0.35, 0.6, ctx))  # ambiguous: good doc a + web doc w
@@ -410,11 +428,26 @@ def test_strips_are_scored_once_per_knowledge_set_in_one_batch(
     assert [e["source"] for e in replay_context(g, 0.35, 0.6, 0.5, ctx)] == ["a.pdf", "w.pdf"]
 
 
-def test_sweep_honours_the_coverage_check() -> None:
+def test_sweep_replays_the_grade_nodes_whole_rule() -> None:
     # a library that never mentions a question's term can answer at best part of it
-    surface = sweep([[0.9]], ["ambiguous"], [0.5], [0.6], missing=[["tiktok"]])
-    assert surface.accuracy[0, 0] == 1.0
-    assert sweep([[0.9]], ["ambiguous"], [0.5], [0.6]).accuracy[0, 0] == 0.0
+    assert sweep([_grades([0.9], never=["tiktok"])], ["ambiguous"], [0.5], [0.6]).accuracy[0, 0]
+    assert sweep([_grades([0.9])], ["ambiguous"], [0.5], [0.6]).accuracy[0, 0] == 0.0
+    # a good document about another version answers part of the question
+    stale = _grades([0.9, 0.2], asked=["version 3"], meets=[[], ["version 3"]])
+    assert decide(stale, 0.6, 0.5, None).verdict == "ambiguous"
+    assert decide(stale, 0.6, 0.1, None).verdict == "correct"  # now the 0.2 one is good
+    # a decomposed question: covered where a document explaining the part reaches upper
+    parts = [PartGrade(text="a", top=0.9, explains=0.9), PartGrade(text="b", top=0.7, explains=0.4)]
+    split = _grades([0.9, 0.7], parts=parts)
+    assert decide(split, 0.6, 0.5, None).verdict == "ambiguous"
+    assert decide(split, 0.3, 0.2, None).verdict == "correct"
+    # the fast path: a simple question's clear winner on the first retrieval, alone
+    simple = _grades([0.9, 0.5, 0.4], simple=True)
+    fast = decide(simple, 0.6, 0.55, 0.15)
+    assert (fast.verdict, fast.fast, fast.good) == ("correct", True, [0])
+    assert not decide(simple, 0.6, 0.55, None).fast  # fast path off
+    assert not decide(simple, 0.6, 0.55, 0.5).fast  # no clear gap
+    assert not decide(_grades([0.9, 0.5, 0.4]), 0.6, 0.55, 0.15).fast  # not simple
 
 
 # --- conflict sets ----------------------------------------------------------------------------

@@ -1,10 +1,17 @@
-"""CRAG's verdict rule, in one place: the grade node and the lab's sweeps both use it."""
+"""CRAG's verdict rule, in one place: the grade node and the lab's sweeps both use it.
+
+The grade node records what the grader found as `Grades` (no threshold applied yet)
+and `decide` turns them into the verdict at given thresholds, so `crag tune` and
+`crag eval` replay exactly the decision the node made, at any other thresholds.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from crag.state import Verdict
+from crag.grading.route import clear_winner
+from crag.state import Grades, Verdict
 
 
 def decide_verdict(
@@ -40,3 +47,46 @@ def verdict_of_parts(
     if all(s < lower for s in part_scores):
         return "incorrect"
     return "ambiguous"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A verdict and what it rests on."""
+
+    verdict: Verdict
+    fast: bool  # the fast path: the best document of a simple question clearly wins
+    good: list[int]  # the good documents, as indices of the graded ones
+    covered: list[bool]  # per part of a decomposed question
+    other: list[str]  # years, dates and versions asked that no good document meets
+    missing: list[str]  # what the library cannot cover: names it never writes, then `other`
+
+
+def fast_winner(grades: Grades, upper: float, fast_gap: float | None) -> int | None:
+    """The document that alone answers a simple question (the seeds' score-plus-gap
+    check on the first retrieval), or None; `fast_gap` None: no fast path."""
+    first = grades["first"]
+    if fast_gap is None or not grades["simple"] or not clear_winner(first, upper, fast_gap):
+        return None
+    return max(range(len(first)), key=first.__getitem__)
+
+
+def decide(grades: Grades, upper: float, lower: float, fast_gap: float | None) -> Decision:
+    """The verdict at these thresholds: the fast path's, a decomposed question's by its
+    parts, or CRAG's rule on the scores, capped by what the library cannot cover."""
+    winner = fast_winner(grades, upper, fast_gap)
+    if winner is not None:
+        return Decision("correct", True, [winner], [], [], [])
+    scores = grades["scores"]
+    good = [i for i, s in enumerate(scores) if s >= lower]
+    # the right topic at another year, date or version (the 2.4 guide for a question on
+    # version 3) answers only part of the question: the web must fill in the rest
+    met = {m for i in good for m in grades["meets"][i]}
+    never = grades["never"]
+    other = [a for a in grades["asked"] if good and a not in met and a not in never]
+    missing = [*never, *other]
+    covered = [p["explains"] >= upper for p in grades["parts"]]
+    if covered:
+        verdict = verdict_of_parts(covered, [p["top"] for p in grades["parts"]], lower, missing)
+    else:
+        verdict = decide_verdict(scores, upper, lower, missing, grades["unknown"])
+    return Decision(verdict, False, good, covered, other, missing)

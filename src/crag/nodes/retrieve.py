@@ -17,7 +17,7 @@ from crag.nodes.followup import standalone
 from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library import hit_to_passage
 from crag.retrieval.library import retrieve as library_retrieve
-from crag.state import State, clean_question
+from crag.state import NO_GRADES, State, clean_question
 
 # A new question on an existing thread must not inherit the last run's results.
 FRESH_RUN = {
@@ -27,6 +27,7 @@ FRESH_RUN = {
     "web_error": "",
     "searched": [],
     "parts": [],
+    "grades": NO_GRADES,
     "redacted": Overwrite([]),
     "strips": [],
     "kept_strips": [],
