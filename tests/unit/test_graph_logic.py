@@ -192,6 +192,12 @@ def test_citations_keep_source_and_page_of_each_kept_strip() -> None:
         "Alpha fact. [1] In version 3 the limit is 300. [2] Version 3 doubles the burst. [2]"
     )
     assert extractive_answer(numbered, limit=3) == "Alpha fact. [1] Beta fact. [1] Web fact. [2]"
+    # a sentence another strip already quotes is not quoted again (snippets repeat them)
+    numbered[1][1][0]["text"] = "Alpha fact. The web adds this."
+    numbered[1][1][0]["score"] = 0.95
+    assert extractive_answer(numbered, limit=3) == (
+        "Beta fact. [1] Alpha fact. The web adds this. [2] Gamma fact. [1]"
+    )
     assert [c["n"] for c in cited("Only the web says so [2].", numbered)] == [2]
     assert [c["n"] for c in cited("No markers at all.", numbered)] == [1, 2]
 

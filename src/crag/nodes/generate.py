@@ -23,6 +23,7 @@ from crag.context import Context
 from crag.directives import without_directives
 from crag.grading.conflicts import disagreement
 from crag.grading.constraints import Check, Constraint, check, constraints
+from crag.grading.coverage import sentence_key
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Citation, Passage, State, Strip
@@ -111,7 +112,15 @@ def extractive_answer(
     queues = [sorted(items, key=rank) for items in by_origin.values()]
     firsts = sorted((queue.pop(0) for queue in queues if queue), key=rank)
     rest = sorted([*firsts[limit:], *(t for queue in queues for t in queue)], key=rank)
-    picked = [*firsts[:limit], *rest][:limit]
+    # a sentence is quoted once: search snippets and overlapping strips repeat them
+    said: set[str] = set()
+    picked: list[_Pick] = []
+    for score, at, n, text in [*firsts[:limit], *rest]:
+        if len(picked) == limit:
+            break
+        if new := [x for x in split_sentences(text) if sentence_key(x) not in said]:
+            said.update(sentence_key(x) for x in new)
+            picked.append((score, at, n, " ".join(new)))
     return " ".join(f"{text} [{n}]" for _, _, n, text in sorted(picked, key=lambda t: t[1]))
 
 
