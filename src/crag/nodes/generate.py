@@ -95,8 +95,9 @@ def extractive_answer(
     """No LLM: the most confident kept strips, each with its citation.
 
     Each source's best strip comes first, so a partial answer shows both halves; then
-    the strips that meet more of the question's constraints (`asked`), whichever their
-    source: the changelog of version 3 before the rest of the handbook of version 2.
+    the strips that meet more of the question's years, dates and versions (of `asked`),
+    whichever their source: the changelog of version 3 before the rest of the handbook
+    of version 2.
     """
     by_origin: dict[str, list[_Pick]] = {}
     for c, strips in numbered:
@@ -104,7 +105,10 @@ def extractive_answer(
             by_origin.setdefault(c["origin"], []).append(
                 (s.get("confidence", s["score"]), s["position"], c["n"], s["text"])
             )
-    met = {t[3]: len(check(asked, [t[3]]).met) for picks in by_origin.values() for t in picks}
+    # years, dates and versions must be in the strips quoted; names only somewhere in
+    # the context (`check`), and a name all sources repeat (the product) ranks nothing
+    dated = [c for c in asked if c.kind != "name"]
+    met = {t[3]: len(check(dated, [t[3]]).met) for picks in by_origin.values() for t in picks}
 
     def rank(pick: _Pick) -> tuple[int, float]:
         return -met[pick[3]], -pick[0]
