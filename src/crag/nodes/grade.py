@@ -107,10 +107,10 @@ def fast_gap(ctx: Context) -> float | None:
     return ctx.fast_gap if ctx.fast_path else None
 
 
-async def grading(ctx: Context, question: str, docs: list[Passage], *, full: bool) -> Grading:
-    """Route and grade. Unless `full`, a question the fast path takes at the context's
-    thresholds is not decomposed nor sent to the LLM judge: that is what it spares.
-    The lab asks for `full` grading, to replay the verdict at any thresholds."""
+async def grading(ctx: Context, question: str, docs: list[Passage]) -> Grading:
+    """Route and grade. A question the fast path takes at the context's thresholds
+    gets no part grading and no LLM judge: that is what it spares (so with an LLM
+    grader its grades hold only the cheap scores)."""
     texts = [d["text"] for d in docs]
     split = await decompose(question, ctx) if ctx.decompose else Split([], "off")
     reasons = complexity(question, split.parts)
@@ -135,13 +135,15 @@ async def grading(ctx: Context, question: str, docs: list[Passage], *, full: boo
         never=list(never),
         unknown=[t for t in never if not any(ch.isdigit() for ch in t)] if one_part else [],
     )
-    if not full and fast_winner(grades, ctx.upper, fast_gap(ctx)) is not None:
+    if fast_winner(grades, ctx.upper, fast_gap(ctx)) is not None:
         return Grading(docs, grades, name, split, reasons)
     if len(split.parts) >= 2:  # each part graded on its own: the whole question is not
-        docs, scores, parts, name = await graded_parts(ctx, split, docs)
-        texts = [d["text"] for d in docs]
+        pool, scores, parts, name = await graded_parts(ctx, split, docs)
+        # the pool starts with the first retrieval, whose checks are done
+        added = [d["text"] for d in pool[len(docs) :]]
         grades = {**grades, "scores": [float(s) for s in scores], "parts": parts}
-        grades["meets"] = meets(asked, texts)
+        grades["meets"] = [*grades["meets"], *meets(asked, added)]
+        docs = pool
     elif cheap is not ctx:  # no clear winner: now the LLM judge grades
         scores, name = await scored_by(ctx, question, texts)
         grades = {**grades, "scores": [float(s) for s in scores]}
@@ -151,7 +153,7 @@ async def grading(ctx: Context, question: str, docs: list[Passage], *, full: boo
 @recorded
 async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    graded = await grading(ctx, state["question"], state.get("docs") or [], full=False)
+    graded = await grading(ctx, state["question"], state.get("docs") or [])
     grades = graded.grades
     decision = decide(grades, ctx.upper, ctx.lower, fast_gap(ctx))
     scores = grades["scores"]
