@@ -55,7 +55,16 @@ SYNONYM = 0.80
 #: More swapped words than this is another question, however close the embeddings.
 MAX_SWAPS = 3
 #: What of a run's state an entry keeps, and serves back.
-KEPT = ("answer", "citations", "verdict", "support", "answered", "unsupported", "grader")
+KEPT = (
+    "answer",
+    "citations",
+    "verdict",
+    "support",
+    "answered",
+    "unsupported",
+    "grader",
+    "confidence",
+)
 #: The knobs an answer depends on (besides the library): an entry serves runs with the
 #: same values only. The external source is not among them: a `correct` verdict never
 #: searches.

@@ -14,6 +14,7 @@ from tenants import ACME, GLOBEX, write_tenant
 
 from crag.api import ask, summary
 from crag.cache import CACHE_FILE, entries, worth_keeping
+from crag.cli.ask import render
 from crag.cli.main import main
 from crag.context import Context
 from crag.ingest.indexer import ingest_path
@@ -64,6 +65,10 @@ def test_a_paraphrase_is_answered_from_the_cache(home: Path) -> None:
         result = summary(state)
         assert result["cached"] is True and result["tenant"] == "acme"
         assert result["path"] == ["retrieve"] and result["documents"] == []
+        # the answer keeps the confidence it was cached for, and says where it is from
+        assert result["confidence"] == first["confidence"] > 0
+        shown = render(result)
+        assert "an answer cached by an earlier run" in shown and "retrieved:" not in shown
 
 
 def test_a_different_question_is_not(home: Path) -> None:

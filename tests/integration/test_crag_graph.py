@@ -292,6 +292,26 @@ def test_a_reply_that_is_not_json_falls_back_to_cited_passages(
     assert "[1]" in result["answer"]
 
 
+def test_a_reply_cut_off_in_a_loop_answers_with_its_finished_sentences(
+    dev_home: Path, openai_server: FakeOpenAI
+) -> None:
+    openai_server.json_replies, openai_server.finish_reason = False, "length"
+    openai_server.reply = '{"answer": "It balances bias and variance [1]. It costs [1] [2] [7] [8'
+    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    assert result["answer"] == "It balances bias and variance [1]."
+    assert result["answered"] is True and [c["n"] for c in result["citations"]] == [1]
+    assert "finished sentences" in result["state"]["path"][-1]["detail"]
+
+
+def test_a_model_query_that_is_not_the_question_is_replaced_by_its_keywords(
+    dev_home: Path, openai_server: FakeOpenAI
+) -> None:
+    openai_server.reply = "zorbo capital"  # the model's guess, not a query of the question
+    result = run(AI_NEWS, dev_home, chat_model="openai:test-model")
+    query = result["state"]["web_query"]
+    assert "zorbo" not in query and {"ai", "news"} <= set(query.lower().split())
+
+
 def test_a_failing_chat_model_falls_back_to_cited_passages(
     dev_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -43,6 +43,8 @@ class FakeOpenAI:
     #: server that honours the schema would; False sends `reply` as it is (bad JSON)
     json_replies: bool = True
     found: bool = True
+    #: why the reply ends: "length" for one cut at the token limit
+    finish_reason: str = "stop"
     #: the grounding check's verdicts per answer sentence (default: all supported)
     grounding: list[bool] | None = None
     p_yes: float = 0.8
@@ -107,7 +109,7 @@ class FakeOpenAI:
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": content},
-            "finish_reason": "stop",
+            "finish_reason": self.finish_reason,
         }
         if body.get("logprobs"):
             n = int(body.get("top_logprobs") or 0)

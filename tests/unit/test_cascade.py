@@ -73,6 +73,25 @@ def test_decomposition_without_a_model_costs_no_call(tmp_path: Path) -> None:
     assert asyncio.run(decompose("What is dropout?", ctx)).parts == []
 
 
+def test_a_model_part_that_points_back_carries_the_terms_it_leans_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    import crag.grading.decompose as decomposition
+
+    reply = '{"parts": ["What does the Team plan cost?", "What does it cost after 2025?"]}'
+    model = FakeListChatModel(responses=[reply])
+    monkeypatch.setattr(decomposition, "make_chat_model", lambda *a, **k: model)
+    question = "What does the Team plan cost, and what does it cost after 2025?"
+    split = asyncio.run(decompose(question, Context(home=tmp_path, chat_model="local")))
+    assert split.how == "model"
+    assert split.parts == [
+        "What does the Team plan cost?",
+        "What does it cost after 2025? (team plan)",
+    ]
+
+
 @pytest.mark.parametrize(
     ("question", "parts", "complex_"),
     [

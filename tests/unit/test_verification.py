@@ -16,8 +16,8 @@ import pytest
 from langgraph.runtime import Runtime
 
 from crag.context import Context
-from crag.nodes.generate import generate, repointed
-from crag.nodes.rewrite import with_constraints
+from crag.nodes.generate import finished_sentences, generate, repointed
+from crag.nodes.rewrite import of_the_question, with_constraints
 from crag.state import Citation, Passage, State, Strip
 
 CASES = [  # question, passage under another constraint, passage under the asked one
@@ -125,6 +125,47 @@ def test_the_web_query_keeps_the_question_constraints() -> None:
     assert with_constraints("nobel prize literature", question).split()[-1] == "2023"
     kept = "scikit-learn 1.5 changes"
     assert with_constraints(kept, "What changed in scikit-learn 1.5?") == kept
+
+
+@pytest.mark.parametrize(
+    ("reply", "question", "query"),
+    [
+        # the model's guess at the answer is no query of the question
+        ("magnus carlsen 2021", "Who won the Masters golf tournament in 2021?", ""),
+        ("coldstartproblem", "What is the cold start problem?", ""),  # words glued into one
+        ("cold start problem", "What is the cold start problem?", "cold start problem"),
+        ("normal_equation", "What is the normal equation?", "normal equation"),
+        # a synonym beside the question's words is a rewrite; an identifier it names stays
+        ("batch normalization", "Why use batch norm?", "batch normalization"),
+        ("listen_port default", "What is listen_port's default?", "listen_port default"),
+        # the question's words in other forms: unhyphenated, another suffix
+        (
+            "tfidf text classification",
+            "Is TF-IDF useful to classify text?",
+            "tfidf text classification",
+        ),
+        (
+            "prices normal distribution",
+            "Are prices distributed normally?",
+            "prices normal distribution",
+        ),
+    ],
+)
+def test_the_model_query_must_be_made_of_the_question_words(
+    reply: str, question: str, query: str
+) -> None:
+    assert of_the_question(reply, question) == query
+
+
+def test_a_reply_cut_off_in_a_loop_keeps_its_finished_sentences() -> None:
+    looped = '{"answer": "Raise proxy_read_timeout [2]. It keeps it open. [1] [2] [3] [4] [9'
+    assert (
+        finished_sentences(looped, sources=3)
+        == "Raise proxy_read_timeout [2]. It keeps it open. [1] [2] [3]"
+    )
+    # an unfinished sentence, a decimal point, or no answer at all: nothing to keep
+    assert finished_sentences('{"answer": "The limit is 3.5 per', sources=3) == ""
+    assert finished_sentences("The limit is 120.", sources=3) == ""  # not the JSON asked for
 
 
 def _source(n: int, page: str, text: str) -> tuple[Citation, list[Strip]]:

@@ -64,12 +64,16 @@ def signals(doc: dict[str, Any]) -> str:
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [
-        f"verdict: {result['verdict']}  (grader: {result['grader']}, route: {result['route']})"
-    ]
+    how = (
+        "an answer cached by an earlier run"
+        if result.get("cached")
+        else f"grader: {result['grader']}, route: {result['route']}"
+    )
+    lines = [f"verdict: {result['verdict']}  ({how})"]
     for part in result["parts"]:
         lines.append(f"  part: {part['text']}  {'covered' if part['covered'] else 'not covered'}")
-    lines.append("retrieved:")
+    if result["documents"]:
+        lines.append("retrieved:")
     for i, doc in enumerate(result["documents"], start=1):
         lines.append(f"  {i}. score {doc.get('score', 0):.2f}  {where(doc, 'p.')}{signals(doc)}")
     if result["web_query"]:

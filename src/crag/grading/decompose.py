@@ -138,14 +138,15 @@ _POINTS_BACK = re.compile(
 MIN_STANDALONE_WORDS = 3
 
 
+def points_back(question: str) -> bool:
+    """Whether a question continues another or names something only by pointing at it."""
+    return bool(_CONTINUES.search(question) or _POINTS_BACK.search(question))
+
+
 def is_follow_up(question: str) -> bool:
     """Whether a question leans on the one before it (in a conversation, or in a
     question of several sentences)."""
-    return bool(
-        _CONTINUES.search(question)
-        or _POINTS_BACK.search(question)
-        or len(content_words(question)) < MIN_STANDALONE_WORDS
-    )
+    return points_back(question) or len(content_words(question)) < MIN_STANDALONE_WORDS
 
 
 def carried(question: str, previous: str) -> str:
@@ -274,4 +275,11 @@ async def decompose(question: str, ctx: Context) -> Split:
     except Exception as exc:  # decomposition is an optimisation: never fail the run on it
         log.warning("decomposition by the model failed (%s); using the rules", exc)
         by_model = []
-    return Split(by_model, "model", compares) if by_model else Split(parts, "rules", compares)
+    if not by_model:
+        return Split(parts, "rules", compares)
+    # each part is retrieved and graded alone: one that points back ("What does it cost
+    # after ...?") carries the terms of the part before it, as the rules' parts do
+    standalone = by_model[:1]
+    for part in by_model[1:]:
+        standalone.append(carried(part, standalone[-1]) if points_back(part) else part)
+    return Split(standalone, "model", compares)

@@ -242,13 +242,29 @@ def part_answered(state: State, evidence: Sequence[str], context: Sequence[str])
     return False
 
 
+# a sentence's end, with the citations that follow it
+_SENTENCE_DONE = re.compile(r"[.!?](?:\s*\[\d+\])*(?=\s|$)")
+
+
+def finished_sentences(raw: str, sources: int) -> str:
+    """The answer of a reply whose JSON cannot be read, as far as its sentences were
+    finished: a small model that starts to loop (citing [6] [7] ... until the token
+    limit) has usually written its answer first. Citations of sources that do not
+    exist are dropped; "" when no sentence was finished."""
+    text = prompts.partial_answer(raw)
+    text = _CITE.sub(lambda m: m[0] if 1 <= int(m[1]) <= sources else "", text)
+    ends = list(_SENTENCE_DONE.finditer(text))
+    return " ".join(text[: ends[-1].end()].split()) if ends else ""
+
+
 async def draft(
     question: str, numbered: list[tuple[Citation, list[Strip]]], ctx: Context
 ) -> tuple[str | None, str]:
     """The chat model's answer (None when it finds none in the sources), and a note.
 
-    A reply that is not the JSON asked for, or a model that fails, gives the best
-    passages instead, said so in the answer: the run still answers from its sources.
+    A reply that is not the JSON asked for, or a model that fails, gives the reply's
+    finished sentences if it wrote some (a reply cut at the token limit), else the best
+    passages, said so in the answer: the run still answers from its sources.
     """
     model = make_chat_model(ctx.chat_model, ctx, max_tokens=ctx.max_answer_tokens)
     tag = prompts.data_tag()
@@ -259,7 +275,9 @@ async def draft(
         ),
     ]
 
-    def fallback(why: str, detail: str) -> tuple[str, str]:
+    def fallback(why: str, detail: str, raw: str = "") -> tuple[str, str]:
+        if text := finished_sentences(raw, len(numbered)):
+            return text, f"{len(numbered)} sources; the reply's finished sentences ({detail})"
         return f"({why}; best passages shown.) " + extractive_answer(numbered), FALLBACK + detail
 
     try:
@@ -272,11 +290,16 @@ async def draft(
     except Exception as exc:  # timeout, HTTP error, context overflow: still answer
         log.warning("chat model failed (%s); answering with the best passages", exc)
         name = type(exc).__name__
-        return fallback(f"The language model failed: {name}", f"model failed ({name})")
+        # an OpenAI client raises on a reply cut at the token limit, and keeps the reply
+        cut = getattr(getattr(exc, "completion", None), "choices", None) or [None]
+        raw = str(getattr(getattr(cut[0], "message", None), "content", "") or "")
+        return fallback(f"The language model failed: {name}", f"model failed ({name})", raw)
     parsed = reply.get("parsed") if isinstance(reply, dict) else None
     if not isinstance(parsed, prompts.Reply):
         log.warning("chat model reply is not the JSON asked for: %r", reply)
-        return fallback("The language model's reply could not be read", "unreadable reply")
+        message = reply.get("raw") if isinstance(reply, dict) else None
+        content = str(getattr(message, "content", "") or "")
+        return fallback("The language model's reply could not be read", "unreadable reply", content)
     if not parsed.found or not parsed.answer.strip():
         return None, "model found no answer"
     return parsed.answer.strip(), f"{len(numbered)} sources"

@@ -6,6 +6,7 @@ The question itself is never replaced: generate still answers `question`.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -18,7 +19,7 @@ from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.redact import redact, without_masked
 from crag.state import State
-from crag.text import keyword_query
+from crag.text import content_words, keyword_query
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,41 @@ def clean_query(raw: str) -> str:
     if ":" in line[:20]:
         line = line.split(":", 1)[1]
     return line.strip().strip("\"'` ").rstrip(".")
+
+
+def _forms(text: str) -> set[str]:
+    """A text's content words in letters and digits only ("TF-IDF" is "tfidf"), whole
+    and by their hyphenated pieces."""
+    found = set()
+    for word in content_words(text):
+        found.add(re.sub(r"[\W_]", "", word))
+        found.update(p for p in re.split(r"[-_]", word) if len(p) > 1)
+    return found - {""}
+
+
+def _same_word(a: str, b: str) -> bool:
+    """One word in two forms: equal, or a shared stem of five letters or more that
+    leaves at most four letters of either ("normal" and "normally", "directed" and
+    "director"; not "model" and "modelcheckpointing")."""
+    pairs = enumerate(zip(a, b, strict=False))
+    shared = next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+    return a == b or shared >= max(5, len(a) - 4, len(b) - 4)
+
+
+def of_the_question(query: str, question: str) -> str:
+    """The model's query if at least half of its words are the question's, else "".
+
+    A rewrite condenses the question and may add a synonym or two; a query mostly of
+    other words is the model's guess at the answer (asked who won in 2021, a small
+    model searched for its guess) or words glued into one ("coldstartproblem"), and
+    either sends the search away from what was asked. Words the model joined with "_"
+    are searched as words, unless the question writes them so.
+    """
+    query = " ".join(w if w in question else w.replace("_", " ") for w in query.split())
+    asked = _forms(question)
+    own = _forms(query)
+    kept = sum(any(_same_word(w, a) for a in asked) for w in own)
+    return query if own and 2 * kept >= len(own) else ""
 
 
 @recorded
@@ -64,12 +100,12 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 ),
             ]
         )
-        query = clean_query(str(reply.content))
+        query = of_the_question(clean_query(str(reply.content)), question)
     except Exception as exc:  # a rewrite is an optimisation: never fail the run on it
         log.warning("rewrite failed (%s); using keywords", exc)
         query = ""
     if not 2 <= len(query) <= 200:
-        detail = f"keywords (model gave no usable query): {fallback}"
+        detail = f"keywords (model gave no query of the question's words): {fallback}"
         return {"web_query": fallback, "redacted": masked, **note(detail)}
     query = with_constraints(query, question)
     return {"web_query": query, "redacted": masked, **note(f"query: {query}")}
