@@ -157,6 +157,21 @@ def test_the_model_query_must_be_made_of_the_question_words(
     assert of_the_question(reply, question) == query
 
 
+def test_a_model_query_may_name_what_the_library_lacks_in_its_normal_form(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    import crag.nodes.rewrite as rewriting
+
+    model = FakeListChatModel(responses=["beta parameter adam optimizer"])
+    monkeypatch.setattr(rewriting, "make_chat_model", lambda *a, **k: model)
+    ctx = Context(home=Path("/nonexistent"), chat_model="local", redact_queries=False)
+    state: State = {"question": "What does β control in Adam?", "missing_terms": ["beta"]}
+    update = asyncio.run(rewriting.rewrite(state, runtime=Runtime(context=ctx)))
+    assert update["web_query"] == "beta parameter adam optimizer"
+
+
 def test_a_reply_cut_off_in_a_loop_keeps_its_finished_sentences() -> None:
     looped = '{"answer": "Raise proxy_read_timeout [2]. It keeps it open. [1] [2] [3] [4] [9'
     assert (

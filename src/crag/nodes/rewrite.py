@@ -100,7 +100,8 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 ),
             ]
         )
-        query = of_the_question(clean_query(str(reply.content)), question)
+        # the gaps are asked for in their normal form ("beta" for "β"): words of the question
+        query = of_the_question(clean_query(str(reply.content)), " ".join([question, *gaps]))
     except Exception as exc:  # a rewrite is an optimisation: never fail the run on it
         log.warning("rewrite failed (%s); using keywords", exc)
         query = ""
