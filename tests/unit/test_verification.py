@@ -178,6 +178,11 @@ def test_a_reply_cut_off_in_a_loop_keeps_its_finished_sentences() -> None:
         finished_sentences(looped, sources=3)
         == "Raise proxy_read_timeout [2]. It keeps it open. [1] [2] [3]"
     )
+    # a sentence written again starts the loop; a citation given again at once is one
+    again = '{"answer": "It drops units. [1], [2] [2] [2] It is off at test time. It drops units.'
+    assert (
+        finished_sentences(again, sources=3) == "It drops units. [1], [2] It is off at test time."
+    )
     # an unfinished sentence, a decimal point, or no answer at all: nothing to keep
     assert finished_sentences('{"answer": "The limit is 3.5 per', sources=3) == ""
     assert finished_sentences("The limit is 120.", sources=3) == ""  # not the JSON asked for

@@ -242,19 +242,30 @@ def part_answered(state: State, evidence: Sequence[str], context: Sequence[str])
     return False
 
 
-# a sentence's end, with the citations that follow it
-_SENTENCE_DONE = re.compile(r"[.!?](?:\s*\[\d+\])*(?=\s|$)")
+# a sentence's end, with the citations that follow it ("... errors. [1], [2]")
+_SENTENCE_DONE = re.compile(r"[.!?](?:[\s,]*\[\d+\])*(?=\s|$)")
 
 
 def finished_sentences(raw: str, sources: int) -> str:
     """The answer of a reply whose JSON cannot be read, as far as its sentences were
-    finished: a small model that starts to loop (citing [6] [7] ... until the token
-    limit) has usually written its answer first. Citations of sources that do not
-    exist are dropped; "" when no sentence was finished."""
+    finished: a small model that starts to loop (citing [6] [7] ..., or writing a
+    sentence again and again, until the token limit) has usually written its answer
+    first. The answer stops where a sentence comes again, and citations of sources that
+    do not exist are dropped; "" when no sentence was finished."""
     text = prompts.partial_answer(raw)
     text = _CITE.sub(lambda m: m[0] if 1 <= int(m[1]) <= sources else "", text)
-    ends = list(_SENTENCE_DONE.finditer(text))
-    return " ".join(text[: ends[-1].end()].split()) if ends else ""
+    kept: list[str] = []
+    seen: set[str] = set()
+    start = 0
+    for end in _SENTENCE_DONE.finditer(text):
+        sentence, start = text[start : end.end()].strip(" ,"), end.end()
+        key = sentence_key(_CITE.sub("", sentence))
+        if key in seen:  # written again: the loop has begun
+            break
+        seen.add(key)
+        kept.append(sentence)
+    # a citation given again at once ("[4] [4] [4]") is given once
+    return re.sub(r"(\[\d+\])(?:[\s,]*\1(?!\d))+", r"\1", " ".join(" ".join(kept).split()))
 
 
 async def draft(
