@@ -106,7 +106,7 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         log.warning("rewrite failed (%s); using keywords", exc)
         query = ""
     if not 2 <= len(query) <= 200:
-        detail = f"keywords (model gave no query of the question's words): {fallback}"
+        detail = f"keywords (the model gave no usable query of the question's words): {fallback}"
         return {"web_query": fallback, "redacted": masked, **note(detail)}
     query = with_constraints(query, question)
     return {"web_query": query, "redacted": masked, **note(f"query: {query}")}
