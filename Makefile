@@ -13,7 +13,7 @@ export LANGGRAPH_NO_VERSION_CHECK := 1
 export HF_HUB_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: setup demo test lint bench eval clean
+.PHONY: setup demo test lint bench eval ablate clean
 
 $(BIN)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,14 +40,21 @@ bench: setup
 	$(BIN)/python benchmarks/bench_ingest.py
 	$(BIN)/python benchmarks/bench_crag.py
 
-# The dev evaluation set lives next to the repository, in ../shared/eval.
+# The two dev libraries live next to the repository: ../shared/eval (d2l books) and
+# ../shared/eval-pydocs (Python docs). `make eval` ingests both, fits each system on one
+# and measures it on the other (and the reverse), without a language model.
 EVAL ?= ../shared/eval
+EVAL_PYDOCS ?= ../shared/eval-pydocs
 EVAL_HOME ?= .crag-eval
+EVAL_FLAGS ?= --no-llm
+LIBRARIES := d2l=$(EVAL) pydocs=$(EVAL_PYDOCS)
 eval: setup
-	$(BIN)/crag ingest $(EVAL)/books --home $(EVAL_HOME)
-	$(BIN)/crag ingest $(EVAL)/external --home $(EVAL_HOME) --collection external
-	$(BIN)/crag eval $(EVAL)/questions.jsonl --pairs $(EVAL)/grader_pairs.jsonl \
-		--home $(EVAL_HOME) --graders similarity,features
+	$(BIN)/crag eval $(LIBRARIES) --ingest --held-out --eval-home $(EVAL_HOME) \
+		--systems crag,similarity,naive,tutorial $(EVAL_FLAGS)
+
+# Each of crag's mechanisms switched off alone, held out by library.
+ablate: setup
+	$(BIN)/crag ablate $(LIBRARIES) --ingest --eval-home $(EVAL_HOME) $(EVAL_FLAGS)
 
 clean:
 	rm -rf .crag .crag-demo .crag-eval .langgraph_api .pytest_cache .mypy_cache .ruff_cache

@@ -164,6 +164,7 @@ def summary(state: State) -> dict[str, Any]:
         "kept_strips": len(state.get("kept_strips") or []),
         "answer": state.get("answer", ""),
         "answered": bool(state.get("answered")),
+        "decline_reason": state.get("decline_reason"),
         "support": state.get("support") or "none",
         "unsupported": state.get("unsupported") or [],
         "confidence": state.get("confidence", 0.0),

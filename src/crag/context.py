@@ -199,6 +199,13 @@ class Context:
         default=None,
         metadata={"description": "Chat model used by the LLM judge; defaults to chat_model."},
     )
+    grader_file: Path | None = field(
+        default=None,
+        metadata={
+            "description": "A grader saved by `crag train-grader` (grader.json) to grade "
+            "with instead of the one in HOME/grader (e.g. one trained on another library)."
+        },
+    )
 
     # --- retrieval and grading ----------------------------------------------------
     k: int = field(default=5, metadata={"description": "Chunks retrieved per question."})
@@ -557,6 +564,8 @@ class Context:
             raise bad("sources", "must name at least one source, e.g. library,external")
         if self.sql_path is not None:
             self.sql_path = Path(self.sql_path).expanduser()
+        if self.grader_file is not None:
+            self.grader_file = Path(self.grader_file).expanduser()
         if not 1 <= self.strip_sentences <= 3:
             raise bad("strip_sentences", "must be 1-3")
         for key, value in self.authority.items():

@@ -7,7 +7,7 @@ records back, and the report folder on disk.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +56,10 @@ CONFIG_FIELDS = (
 )
 
 
+#: What the held-out protocol fits per system (`crag_lab.heldout`), shown per system.
+FITTED_FIELDS = ("grader", "grader_file", "lower", "upper", "strip_threshold")
+
+
 @dataclass
 class Evaluation:
     metrics: dict[str, Any]
@@ -80,10 +84,14 @@ async def evaluate(
     quiet: bool = False,
     grid_step: float = 0.05,
     graders: Sequence[str] = (),
+    contexts: Mapping[str, Context] | None = None,
+    fitted_on: Sequence[str] = (),
 ) -> Evaluation:
+    """`contexts`: a system's own context (thresholds fitted for it), by system label;
+    the grader pairs and the threshold surface are crag's (`ctx`)."""
     started = time.perf_counter()
     bar = Bar(len(questions) * len(systems), "questions", quiet=quiet)
-    records = await run_questions(questions, ctx, systems, bar)
+    records = await run_questions(questions, ctx, systems, bar, contexts)
     bar.close()
 
     metrics: dict[str, Any] = {
@@ -91,8 +99,14 @@ async def evaluate(
         "questions_file": questions_file,
         "pairs_file": pairs_file or None,
         "n_questions": len(questions),
+        # the libraries each system was fitted on (held out); [] means the defaults
+        "fitted_on": list(fitted_on),
         "config": {f: _plain(getattr(ctx, f)) for f in CONFIG_FIELDS},
         "systems": {s: system_metrics(questions, records[s]) for s in systems},
+        "system_config": {
+            s: {f: _plain(getattr(c, f)) for f in FITTED_FIELDS}
+            for s, c in (contexts or {}).items()
+        },
         "grader": None,
         "threshold_surface": None,
         "threshold_current": None,
@@ -117,6 +131,14 @@ async def evaluate(
             "name": ctx.grader,
             **grader_metrics(scores, labels, cuts, pair_sources),
         }
+        if ctx.grader != "similarity":  # what plain similarity gives on the same pairs
+            similar = await score_pairs(
+                pairs,
+                ctx.with_overrides(grader="similarity"),
+                Bar(len(pairs), "pairs sim ", quiet=True),
+                [searched_in_library(s) for s in pair_sources],
+            )
+            metrics["grader"]["similarity"] = grader_metrics(similar, labels, {}, pair_sources)
         figures["score histograms"] = plots.score_histograms(
             scores, labels, {"lower": ctx.lower, "upper": ctx.upper}, out / "score_hist.png"
         ).name

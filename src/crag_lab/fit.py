@@ -96,8 +96,18 @@ def cross_validate(data: Featurized, k: int = 5, seed: int = 0) -> dict[str, Any
     }
 
 
-def train(data: Featurized) -> LogisticModel:
-    return LogisticModel.fit(data.x, data.y)
+def train(data: Featurized, drop: Collection[str] = ()) -> LogisticModel:
+    """The logistic model on these pairs; features in `drop` are left out of the fit
+    (weight 0), as if the grader had never had them (an ablation)."""
+    unknown = set(drop) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown features {sorted(unknown)}; crag's are {', '.join(FEATURES)}")
+    keep = [i for i, name in enumerate(FEATURES) if name not in drop]
+    fitted = LogisticModel.fit(data.x[:, keep], data.y)
+    weights = [0.0] * len(FEATURES)
+    for i, w in zip(keep, fitted.weights, strict=True):
+        weights[i] = w
+    return LogisticModel(weights=weights, bias=fitted.bias)
 
 
 def evaluate(model: LogisticModel, data: Featurized) -> dict[str, Any]:

@@ -290,6 +290,43 @@ def conflict_metrics(
     }
 
 
+def right_decision(question: Question, record: Mapping[str, Any]) -> bool:
+    """What a user gets, judged per question: an answerable question answered from a
+    context that holds its evidence (`support_hit`, the strict measure), an
+    unanswerable one declined."""
+    if question["category"] in ANSWERABLE:
+        return bool(record.get("answered")) and support_hit(question, record["context"])
+    return not record.get("answered")
+
+
+def decision_quality(by_category: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """The mean of the categories' `right_decision` rates: each category weighs the
+    same, however many questions it has (a set of mostly answerable questions would
+    otherwise reward never declining)."""
+    rates = [
+        c["decision_quality"] for c in by_category.values() if c.get("decision_quality") is not None
+    ]
+    return float(np.mean(rates)) if rates else None
+
+
+def declines_by_reason(
+    questions: Sequence[Question], records: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per reason crag gave for declining (`decline_reason`): how many declines, how many
+    of them were of answerable questions, and the reason's precision (the share of its
+    declines that were of questions nothing answers)."""
+    out: dict[str, dict[str, Any]] = {}
+    for q, r in zip(questions, records, strict=True):
+        if r.get("error") or r.get("answered"):
+            continue
+        row = out.setdefault(str(r.get("decline_reason") or "unknown"), {"n": 0, "answerable": 0})
+        row["n"] += 1
+        row["answerable"] += q["category"] in ANSWERABLE
+    for row in out.values():
+        row["precision"] = 1.0 - row["answerable"] / row["n"]
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["n"]))
+
+
 def system_metrics(
     questions: Sequence[Question], records: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
@@ -309,6 +346,7 @@ def system_metrics(
             "verdict_accuracy": accuracy(
                 [q["expected_verdict"] for q, _ in rows], [r.get("verdict") for _, r in rows]
             ),
+            "decision_quality": _rate([right_decision(q, r) for q, r in rows]),
             "support_recall": _rate([support_hit(q, r["context"]) for q, r in rows])
             if cat in ANSWERABLE
             else None,
@@ -340,6 +378,7 @@ def system_metrics(
     return {
         "n": len(records),
         "errors": len(records) - len(ok),
+        "decision_quality": decision_quality(by_category),
         "verdict_accuracy": accuracy(expected, predicted) if graded else None,
         "confusion": {
             "labels": list(VERDICTS),
@@ -364,6 +403,7 @@ def system_metrics(
         "unsupported_answer_rate": _rate(
             [a and not s for a, s in zip(answered_answerable, supported, strict=True)]
         ),
+        "declines_by_reason": declines_by_reason([q for q, _ in ok], [r for _, r in ok]),
         "web_search_rate": _rate([asked_outside(r) for _, r in ok]),
         "library_saves": sum(saved_by_library(r) for _, r in ok),
         "conflicts": conflict_metrics([q for q, _ in ok], [r for _, r in ok]),

@@ -67,7 +67,16 @@ def systems_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
 
     rows = [
         row("questions (errors)", lambda m: f"{m['n']} ({m['errors']})"),
+        row("decision quality (mean of categories)", lambda m: m.get("decision_quality")),
+        *(
+            row(
+                f"  {cat}: right decision",
+                lambda m, c=cat: m["by_category"][c].get("decision_quality"),
+            )
+            for cat in CATEGORIES
+        ),
         row("verdict accuracy", lambda m: m["verdict_accuracy"]),
+        row("partial: verdict accuracy", lambda m: m["by_category"]["partial"]["verdict_accuracy"]),
         row("support recall (evidence in context)", lambda m: m["support_recall"]),
         row("support recall (a support file in context)", lambda m: m["support_recall_file"]),
         row("partial: both sources in context", lambda m: m["partial_full_support"]),
@@ -106,6 +115,64 @@ def systems_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
         row("latency p95 (s)", lambda m: m["latency"]["all"]["p95"]),
     ]
     return _table(["metric", *names], rows)
+
+
+#: The headline figures of a library, as (label, how to read it from a system's metrics).
+HEADLINE: tuple[tuple[str, Any], ...] = (
+    ("decision quality", lambda m: m.get("decision_quality")),
+    ("verdict accuracy", lambda m: m["verdict_accuracy"]),
+    ("partial verdicts", lambda m: m["by_category"]["partial"]["verdict_accuracy"]),
+    ("answerable declined", lambda m: m["answerable_refusal_rate"]),
+    ("unanswerable declined", lambda m: m["none"]["refusal_rate"]),
+    ("unsupported answers", lambda m: m["unsupported_answer_rate"]),
+    ("support recall", lambda m: m["support_recall"]),
+    ("p50 (s)", lambda m: m["latency"]["all"]["p50"]),
+)
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    numbers = [v for v in values if isinstance(v, int | float)]
+    return sum(numbers) / len(numbers) if len(numbers) == len(values) and numbers else None
+
+
+def libraries_table(by_library: Mapping[str, Mapping[str, Any]]) -> str:
+    """One row per system and library, then the system's mean over the libraries; the
+    pair AUC of the run's grader (and of plain similarity) on each library's pairs."""
+    names = list(by_library)
+    systems = list(dict.fromkeys(s for m in by_library.values() for s in m["systems"]))
+    header = ["system", "library", *(label for label, _ in HEADLINE), "pair AUC (similarity)"]
+    rows: list[list[Any]] = []
+    for system in systems:
+        values: list[list[Any]] = []
+        for name in names:
+            m = by_library[name]["systems"].get(system)
+            if m is None:
+                continue
+            values.append([get(m) for _, get in HEADLINE])
+            rows.append([system, name, *values[-1], _pair_auc(by_library[name], system)])
+        if len(values) > 1:
+            rows.append(
+                [system, "mean", *(_mean(list(col)) for col in zip(*values, strict=True)), ""]
+            )
+    return _table(header, rows)
+
+
+def _pair_auc(metrics: Mapping[str, Any], system: str) -> str:
+    grader = metrics.get("grader") or {}
+    if system != "crag" or grader.get("auc") is None:
+        return ""
+    similar = (grader.get("similarity") or {}).get("auc")
+    return f"{fmt(grader['auc'])} ({fmt(similar)})"
+
+
+def declines_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
+    """Per system and decline reason: declines, those of answerable questions, precision."""
+    rows = [
+        [s, reason, r["n"], r["answerable"], r["precision"]]
+        for s, m in systems.items()
+        for reason, r in (m.get("declines_by_reason") or {}).items()
+    ]
+    return _table(["system", "reason", "declines", "of answerable", "precision"], rows)
 
 
 def category_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
@@ -239,11 +306,27 @@ def sources_table(rows: Sequence[Mapping[str, Any]]) -> str:
 def markdown(metrics: Mapping[str, Any], plots: Mapping[str, str]) -> str:
     systems = metrics["systems"]
     cfg = metrics["config"]
+    fitted = metrics.get("fitted_on")
     parts = [
         "# crag evaluation",
         f"{metrics['created']} · questions: `{metrics['questions_file']}` "
         f"({metrics['n_questions']} run) · pairs: `{metrics.get('pairs_file') or '–'}`",
+        f"Held out: each system's grader weights and thresholds fitted on {', '.join(fitted)}; "
+        "none of them on this set."
+        if fitted
+        else "crag's defaults: figures on a set the defaults were fitted on are in-sample.",
         "Configuration: " + ", ".join(f"{k} = `{v}`" for k, v in cfg.items() if k not in ("home",)),
+        *(
+            [
+                "Fitted per system: "
+                + "; ".join(
+                    f"{s}: " + ", ".join(f"{k} = `{v}`" for k, v in c.items())
+                    for s, c in metrics["system_config"].items()
+                )
+            ]
+            if metrics.get("system_config")
+            else []
+        ),
         "## Systems side by side",
         systems_table(systems),
         "## By category",
@@ -253,6 +336,7 @@ def markdown(metrics: Mapping[str, Any], plots: Mapping[str, str]) -> str:
     if graded:
         parts.append("## Verdict confusion (rows expected, columns predicted)")
         parts += [confusion_table(s, mat) for s, mat in graded.items()]
+    parts += ["## Declines by reason", declines_table(systems)]
     parts += ["## Latency by verdict path", latency_table(systems)]
     if metrics.get("grader"):
         parts += [f"## Grader on labelled pairs ({cfg['grader']})", grader_table(metrics["grader"])]
@@ -293,3 +377,93 @@ def write(
     report = out / "report.md"
     report.write_text(markdown(metrics, plots))
     return report
+
+
+def write_set(
+    out: Path, by_library: Mapping[str, Mapping[str, Any]], fitted: Mapping[str, Any]
+) -> Path:
+    """The report of several libraries: each library's metrics and their mean per system
+    in metrics.json, and the side-by-side table in report.md; returns report.md."""
+    out.mkdir(parents=True, exist_ok=True)
+    systems = list(dict.fromkeys(s for m in by_library.values() for s in m["systems"]))
+    mean = {
+        s: {
+            label: _mean([get(m["systems"][s]) for m in by_library.values() if s in m["systems"]])
+            for label, get in HEADLINE
+        }
+        for s in systems
+    }
+    summary = {
+        "libraries": {name: {"fitted_on": fitted.get(name) or []} for name in by_library},
+        "systems": {
+            s: {
+                "decision_quality": mean[s]["decision quality"],
+                "by_library": {
+                    name: {
+                        "decision_quality": m["systems"][s].get("decision_quality"),
+                        "by_category": {
+                            c: v.get("decision_quality")
+                            for c, v in m["systems"][s]["by_category"].items()
+                        },
+                    }
+                    for name, m in by_library.items()
+                    if s in m["systems"]
+                },
+                "mean": mean[s],
+            }
+            for s in systems
+        },
+    }
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    held = all(fitted.get(name) for name in by_library)
+    lines = [
+        "# crag evaluation over several libraries",
+        "Held out by library: each system fitted on the other libraries, measured on this one."
+        if held
+        else "crag's defaults: a library the defaults were fitted on gives in-sample figures.",
+        libraries_table(by_library),
+        "Each library's own report: " + ", ".join(f"[{n}]({n}/report.md)" for n in by_library),
+        "## Definitions",
+        "**decision quality**: per question, an answerable question answered from a context "
+        "that holds its evidence, an unanswerable one declined; the mean over the four "
+        "categories (internal, external, partial, none).",
+        DEFINITIONS,
+    ]
+    report = out / "report.md"
+    report.write_text("\n\n".join(lines) + "\n")
+    return report
+
+
+def ablation_table(
+    by_library: Mapping[str, Mapping[str, Any]], mechanisms: Mapping[str, str]
+) -> str:
+    """Per variant (a mechanism off): decision quality and verdict accuracy on each library
+    and their mean, with the change from crag as it is (`crag`) in brackets."""
+    names = list(by_library)
+    header = ["mechanism off", "variant"]
+    for name in [*names, "mean"]:
+        header += [f"{name}: decision quality", f"{name}: verdict accuracy"]
+    figures = {"decision quality": "decision_quality", "verdict accuracy": "verdict_accuracy"}
+
+    def value(label: str, name: str, key: str) -> float | None:
+        m = by_library[name]["systems"].get(label)
+        return None if m is None else m.get(key)
+
+    rows: list[list[Any]] = []
+    for label, mechanism in mechanisms.items():
+        if not all(label in m["systems"] for m in by_library.values()):
+            continue
+        row: list[Any] = [mechanism, label]
+        for name in [*names, "mean"]:
+            for key in figures.values():
+                if name == "mean":
+                    got = _mean([value(label, n, key) for n in names])
+                    base = _mean([value("crag", n, key) for n in names])
+                else:
+                    got, base = value(label, name, key), value("crag", name, key)
+                cell = fmt(got)
+                if label != "crag" and got is not None and base is not None:
+                    cell += f" ({got - base:+.3f})"
+                row.append(cell)
+        rows.append(row)
+    return _table(header, rows)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from crag.api import aask
@@ -26,7 +26,6 @@ from crag_lab.records import failed_record, record_from_state
 
 log = logging.getLogger(__name__)
 
-SYSTEMS = ("crag", "crag-relevance", "naive", "tutorial")
 Runner = Callable[[str, Context], Awaitable[dict[str, Any]]]
 
 #: crag judged on relevance alone, as before the composite confidence: documents and
@@ -41,6 +40,14 @@ RELEVANCE_ONLY: dict[str, Any] = {
     "source_priority": "internal-first",
 }
 
+#: Systems that are crag's graph with other settings.
+VARIANTS: dict[str, dict[str, Any]] = {
+    # crag on relevance alone: composite weights (1, 0, 0, 0), no conflict resolution
+    "crag-relevance": RELEVANCE_ONLY,
+    # crag's pipeline with plain embedding similarity as the grader
+    "similarity": {"grader": "similarity"},
+}
+
 
 async def crag_system(question: str, ctx: Context) -> dict[str, Any]:
     started = time.perf_counter()
@@ -48,21 +55,28 @@ async def crag_system(question: str, ctx: Context) -> dict[str, Any]:
     return record_from_state(state, time.perf_counter() - started)
 
 
-async def crag_relevance_only(question: str, ctx: Context) -> dict[str, Any]:
-    """crag with composite weights (1, 0, 0, 0) and no conflict resolution."""
-    return await crag_system(question, ctx.with_overrides(**RELEVANCE_ONLY))
+RUNNERS: dict[str, Runner] = {"crag": crag_system, **BASELINES}
+SYSTEMS = ("crag", *VARIANTS, *BASELINES)
 
 
-RUNNERS: dict[str, Runner] = {
-    "crag": crag_system,
-    "crag-relevance": crag_relevance_only,
-    **BASELINES,
-}
+def base_system(label: str) -> str:
+    """`crag/no-fast-path` → `crag`: a label names a system, then optionally a variant."""
+    return label.partition("/")[0]
+
+
+def runner_of(label: str) -> Runner:
+    base = base_system(label)
+    return RUNNERS["crag" if base in VARIANTS else base]
+
+
+def system_context(label: str, ctx: Context) -> Context:
+    """The context a system runs with: `ctx` plus the system's own settings."""
+    return ctx.with_overrides(**VARIANTS.get(base_system(label), {}))
 
 
 def parse_systems(raw: str) -> list[str]:
     names = [s.strip() for s in raw.split(",") if s.strip()]
-    unknown = [s for s in names if s not in RUNNERS]
+    unknown = [s for s in names if s not in SYSTEMS]
     if unknown or not names:
         raise ValueError(f"unknown system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
     return list(dict.fromkeys(names))
@@ -77,16 +91,23 @@ def warm_up(ctx: Context) -> None:
 
 
 async def run_questions(
-    questions: Sequence[Question], ctx: Context, systems: Sequence[str], bar: Bar
+    questions: Sequence[Question],
+    ctx: Context,
+    systems: Sequence[str],
+    bar: Bar,
+    contexts: Mapping[str, Context] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """One record per (system, question), in question order."""
+    """One record per (system, question), in question order. Each system runs with its
+    context in `contexts` (thresholds fitted for it, say), else with `system_context`."""
     await asyncio.to_thread(warm_up, ctx)
     records: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+    runs = {s: (runner_of(s), (contexts or {}).get(s) or system_context(s, ctx)) for s in systems}
     for q in questions:
         for system in systems:
+            runner, sctx = runs[system]
             started = time.perf_counter()
             try:
-                record = await RUNNERS[system](q["question"], ctx)
+                record = await runner(q["question"], sctx)
             except CragError:  # configuration: the same for every question
                 raise
             except Exception as exc:

@@ -25,11 +25,14 @@ FORMAT_VERSION = 1
 
 
 def model_path(ctx: Context) -> Path:
-    return ctx.grader_dir / MODEL_FILE
+    return ctx.grader_file or ctx.grader_dir / MODEL_FILE
 
 
-def save_trained_grader(ctx: Context, model: dict[str, Any], metadata: dict[str, Any]) -> Path:
-    path = model_path(ctx)
+def save_trained_grader(
+    ctx: Context, model: dict[str, Any], metadata: dict[str, Any], path: Path | None = None
+) -> Path:
+    """Save where `ctx` grades from (or at `path`), atomically."""
+    path = path or model_path(ctx)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     payload = {"version": FORMAT_VERSION, "model": model, "metadata": metadata}

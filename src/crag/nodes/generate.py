@@ -26,7 +26,7 @@ from crag.grading.constraints import Check, Constraint, check, constraints
 from crag.grading.coverage import sentence_key
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
-from crag.state import Citation, Passage, State, Strip
+from crag.state import Citation, DeclineReason, Passage, State, Strip
 from crag.text import split_sentences
 
 log = logging.getLogger(__name__)
@@ -161,12 +161,16 @@ def cited(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> list[Cit
     return [c for c in citations if c["n"] in used] or citations
 
 
-def declined(reason: str, detail: str, unsupported: Sequence[str] = ()) -> dict[str, Any]:
-    """crag's refusal: no answer, no citations, and why."""
+def declined(
+    why: DeclineReason, reason: str, detail: str, unsupported: Sequence[str] = ()
+) -> dict[str, Any]:
+    """crag's refusal: no answer, no citations, and why (`why` as a code the lab counts,
+    `reason` as the user reads it)."""
     return {
         "answer": f"{prompts.NOT_FOUND} {reason}".strip(),
         "citations": [],
         "answered": False,
+        "decline_reason": why,
         "support": "none",
         "unsupported": list(unsupported),
         "confidence": 0.0,
@@ -376,7 +380,7 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
     if not kept:
         failed = state.get("web_error")
         reason = f"(The external source failed: {failed})" if failed else ""
-        return declined(reason, "no supporting source: declined")
+        return declined("no evidence", reason, "no supporting source: declined")
     numbered = number_sources(kept, docs)
     asked = constraints(question) if ctx.verify else []
     if ctx.chat_model == EXTRACTIVE:
@@ -384,13 +388,13 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
     else:
         drafted, detail = await draft(question, numbered, ctx)
         if drafted is None:
-            return declined("", detail)
+            return declined("model found none", "", detail)
         answer, dropped = drafted, 0
         if ctx.verify and ctx.verify_claims and not detail.startswith(FALLBACK):
             answer, dropped, grounding = await grounded(drafted, numbered, ctx)
             detail += f"; {grounding}"
             if not answer:
-                return declined("", f"{detail}: nothing the sources state")
+                return declined("ungrounded", "", f"{detail}: nothing the sources state")
     if ctx.chat_model != EXTRACTIVE and not detail.startswith(FALLBACK):
         answer, moved = repointed(answer, numbered)
         detail += f"; {moved} citation(s) moved to the source that states it" if moved else ""
@@ -414,11 +418,12 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
             elif ctx.near_miss_answers:
                 lacks = f"near miss: {lacks}"
             else:
-                return declined(f"({found})", f"declined: {lacks}", unmet)
+                return declined("constraints unmet", f"({found})", f"declined: {lacks}", unmet)
             return {
                 "answer": f"{found} {answer}",
                 "citations": citations,
                 "answered": True,
+                "decline_reason": None,
                 "support": "partial",
                 "unsupported": unmet,
                 **note(lacks),
@@ -427,6 +432,7 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
         "answer": answer,
         "citations": citations,
         "answered": True,
+        "decline_reason": None,
         "support": "partial" if dropped else "supported",
         "unsupported": [],
         **note(detail),

@@ -34,6 +34,7 @@ FRESH_RUN = {
     "answer": "",
     "citations": [],
     "unsupported": [],
+    "decline_reason": None,
     "cached": False,
 }
 

@@ -1,7 +1,12 @@
-"""`crag eval QUESTIONS.jsonl`: crag and two baselines on a labelled question set.
+"""`crag eval`: crag and the baselines on labelled questions, over one or several libraries.
 
-Writes a report folder (report.md, metrics.json, records.jsonl, PNG plots) and
-prints the side-by-side table. Exit codes: 0 done, 1 some questions failed, 2 usage.
+`crag eval QUESTIONS.jsonl` measures one question set against the current home.
+`crag eval [NAME=]FOLDER ...` measures library folders (questions.jsonl, grader_pairs.jsonl,
+books/, external/), each in a home of its own under `--eval-home`, and prints them side by
+side with their mean; `--held-out` fits each system on the other libraries first
+(`crag_lab.heldout`), so every figure is one on a library the system was not fitted on.
+Writes a report folder (report.md, metrics.json, records.jsonl, PNG plots; one per library).
+Exit codes: 0 done, 1 some questions failed, 2 usage.
 """
 
 from __future__ import annotations
@@ -11,13 +16,17 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from crag.cli.options import add_context_flags, positive_int
+from crag.context import Context
+from crag_lab import libraries as libs
 from crag_lab.cli import grid_step, measured_context
 from crag_lab.dataset import load_pairs, load_questions, stratified
-from crag_lab.evaluate import default_out, evaluate
+from crag_lab.evaluate import Evaluation, default_out, evaluate
+from crag_lab.heldout import Variant, measure
 from crag_lab.protocol import pair_sources
-from crag_lab.report import graders_table, sources_table, systems_table
+from crag_lab.report import graders_table, libraries_table, sources_table, systems_table, write_set
 from crag_lab.runner import parse_systems
 
 NAME = "eval"
@@ -25,12 +34,36 @@ HELP = "evaluate crag against naive RAG and the tutorial rule on labelled questi
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("questions", type=Path, help="questions.jsonl (shared/eval schema)")
+    parser.add_argument(
+        "sets",
+        nargs="+",
+        metavar="SET",
+        help="questions.jsonl (shared/eval schema), or one or more library folders "
+        "[NAME=]FOLDER holding questions.jsonl (and grader_pairs.jsonl, books/, external/)",
+    )
     parser.add_argument(
         "--pairs", type=Path, default=None, help="grader_pairs.jsonl: grader as a classifier"
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="report folder (default reports/eval-<timestamp>)"
+    )
+    parser.add_argument(
+        "--eval-home",
+        type=Path,
+        default=Path(".crag-eval"),
+        help="library folders: each library's home is EVAL_HOME/NAME (default .crag-eval)",
+    )
+    parser.add_argument(
+        "--ingest",
+        action="store_true",
+        help="library folders: ingest books/ and external/ into each library's home first "
+        "(incremental: unchanged files cost a hash)",
+    )
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="library folders: fit each system's grader weights and thresholds on the other "
+        "libraries, then measure it on this one",
     )
     parser.add_argument(
         "--limit",
@@ -41,8 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--systems",
         default="crag,naive,tutorial",
-        help="comma-separated: crag, crag-relevance (relevance only: no recency, authority, "
-        "completeness or conflict resolution), naive, tutorial (default: crag,naive,tutorial)",
+        help="comma-separated: crag, similarity (crag with embedding similarity as the "
+        "grader), crag-relevance (relevance only: no recency, authority, completeness or "
+        "conflict resolution), naive, tutorial (default: crag,naive,tutorial)",
     )
     parser.add_argument(
         "--grid-step", type=grid_step(), default=0.05, help="threshold grid step of the surface"
@@ -61,31 +95,84 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     ctx = measured_context(args)
     systems = parse_systems(args.systems)
-    every_question = load_questions(args.questions)
-    questions = stratified(every_question, args.limit)
-    pairs = load_pairs(args.pairs) if args.pairs else None
     out = args.out or default_out()
+    files = [s for s in args.sets if Path(s).is_file()]
+    if files and len(args.sets) > 1:
+        raise ValueError("give one questions file, or library folders (not both)")
+    if files:
+        if args.held_out:
+            raise ValueError("--held-out needs library folders (each fitted on the others)")
+        result = asyncio.run(_one_set(Path(files[0]), ctx, systems, out, args))
+        _print_one(result)
+        return _exit_code([result])
+    libraries = libs.parse_all(args.sets, args.eval_home)
+    if args.ingest:
+        for lib in libraries:
+            for line in libs.ingest(lib, ctx):
+                print(line, file=sys.stderr)
+    results = asyncio.run(
+        measure(
+            libraries,
+            [Variant(system) for system in systems],
+            ctx,
+            out,
+            held_out=args.held_out,
+            limit=args.limit,
+            quiet=args.quiet,
+            grid_step=args.grid_step,
+            graders=[g.strip() for g in args.graders.split(",") if g.strip()],
+            log=lambda line: print(line, file=sys.stderr),
+        )
+    )
+    fitted = {name: r.metrics.get("fitted_on") for name, r in results.items()}
+    summary = write_set(out, {name: r.metrics for name, r in results.items()}, fitted)
+    for name, result in results.items():
+        print(f"\n## {name}" + _fitted_note(fitted[name]))
+        print(systems_table(result.metrics["systems"]))
+    print("\n## libraries side by side\n")
+    print(libraries_table({name: r.metrics for name, r in results.items()}))
+    print(f"\nreport: {summary}")
+    return _exit_code(list(results.values()))
+
+
+def _fitted_note(on: list[str] | None) -> str:
+    return f" (each system fitted on {', '.join(on)})" if on else " (defaults)"
+
+
+async def _one_set(
+    path: Path, ctx: Context, systems: list[str], out: Path, args: argparse.Namespace
+) -> Evaluation:
+    every_question = load_questions(path)
+    pairs = load_pairs(args.pairs) if args.pairs else None
+    questions = stratified(every_question, args.limit)
+    _announce(questions, pairs, ctx, systems, out)
+    return await evaluate(
+        questions,
+        ctx,
+        systems=systems,
+        out=out,
+        pairs=pairs,
+        pair_sources=pair_sources(pairs or [], every_question),
+        questions_file=str(path),
+        pairs_file=str(args.pairs or ""),
+        quiet=args.quiet,
+        grid_step=args.grid_step,
+        graders=[g.strip() for g in args.graders.split(",") if g.strip()],
+    )
+
+
+def _announce(
+    questions: list[Any], pairs: list[Any] | None, ctx: Context, systems: list[str], out: Path
+) -> None:
     print(
         f"evaluating {', '.join(systems)} on {len(questions)} questions"
         + (f" and {len(pairs)} pairs" if pairs else "")
         + f" (grader {ctx.grader}, chat model {ctx.chat_model}) → {out}",
         file=sys.stderr,
     )
-    result = asyncio.run(
-        evaluate(
-            questions,
-            ctx,
-            systems=systems,
-            out=out,
-            pairs=pairs,
-            pair_sources=pair_sources(pairs or [], every_question),
-            questions_file=str(args.questions),
-            pairs_file=str(args.pairs or ""),
-            quiet=args.quiet,
-            grid_step=args.grid_step,
-            graders=[g.strip() for g in args.graders.split(",") if g.strip()],
-        )
-    )
+
+
+def _print_one(result: Evaluation) -> None:
     print(systems_table(result.metrics["systems"]))
     if result.metrics.get("graders"):
         print("\n" + graders_table(result.metrics["graders"]))
@@ -105,7 +192,10 @@ def run(args: argparse.Namespace) -> int:
             f"(accuracy {best['accuracy']:.3f}); run `crag tune` to tune the strip threshold too"
         )
     print(f"\nreport: {result.report}")
-    errors = sum(m["errors"] for m in result.metrics["systems"].values())
+
+
+def _exit_code(results: list[Evaluation]) -> int:
+    errors = sum(m["errors"] for r in results for m in r.metrics["systems"].values())
     if errors:
         print(f"crag eval: {errors} question run(s) failed; see records.jsonl", file=sys.stderr)
         return 1

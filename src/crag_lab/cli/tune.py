@@ -18,13 +18,14 @@ from typing import Any
 
 from crag.cli.options import add_context_flags, positive_int
 from crag.context import Context, save_settings
+from crag.nodes.grade import fast_gap
 from crag_lab.cli import grid_step, measured_context
 from crag_lab.dataset import load_questions, stratified
 from crag_lab.plots import threshold_surface
 from crag_lab.progress import Bar
 from crag_lab.report import fmt, surface_grid
 from crag_lab.runner import warm_up
-from crag_lab.tuning import grade_all, tune
+from crag_lab.tuning import grade_all, grid, sweep, tune
 
 NAME = "tune"
 HELP = "grid-search the verdict and strip thresholds on labelled questions"
@@ -45,6 +46,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="decision",
         help="decision: share of questions handled right (supported context, or empty on "
         "`none`); balanced: mean of support recall and the decline rate on `none`",
+    )
+    parser.add_argument(
+        "--test",
+        type=Path,
+        default=None,
+        help="another library's questions: report the verdict accuracy the thresholds "
+        "fitted here give there (held out), beside that library's own best (in-sample)",
+    )
+    parser.add_argument(
+        "--test-home", type=Path, default=None, help="the home of --test's library (its store)"
     )
     parser.add_argument("--save", action="store_true", help="write the best values to settings")
     parser.add_argument("--out", type=Path, default=None, help="write tune.json and a plot here")
@@ -79,6 +90,13 @@ def render(result: dict[str, Any]) -> str:
             f"{fmt(row['support_recall'])} | {fmt(row['none_declined'])} | "
             f"{fmt(row['answerable_empty'])} | {fmt(row['mean_kept_strips'], 1)} |"
         )
+    if test := result.get("test"):
+        own = test["own_best"]
+        lines[3:3] = [
+            f"held out: {test['questions']} ({test['n']} questions) at the best thresholds "
+            f"here: verdict accuracy {test['held_out_accuracy']:.3f} (its own best, in-sample: "
+            f"{own['accuracy']:.3f} at lower={own['lower']:.2f} upper={own['upper']:.2f})",
+        ]
     cur = current["strip"]
     lines += [
         "",
@@ -113,7 +131,26 @@ def run(args: argparse.Namespace) -> int:
             strip_objective=args.strip_objective,
         )
 
+    async def held_out(best: dict[str, Any]) -> dict[str, Any]:
+        tctx = ctx.with_overrides(home=args.test_home) if args.test_home else ctx
+        tests = load_questions(args.test)
+        await asyncio.to_thread(warm_up, tctx)
+        graded = await grade_all(tests, tctx)
+        grades = [g.grades for g in graded]
+        expected = [g.question["expected_verdict"] for g in graded]
+        gap = fast_gap(tctx)
+        axis = grid(args.grid_step)
+        there = sweep(grades, expected, [best["lower"]], [best["upper"]], gap).accuracy[0, 0]
+        return {
+            "questions": str(args.test),
+            "n": len(tests),
+            "held_out_accuracy": float(there),
+            "own_best": sweep(grades, expected, axis, axis, gap).best(),
+        }
+
     result = asyncio.run(grade_and_tune())
+    if args.test is not None:
+        result["test"] = asyncio.run(held_out(result["best"]))
     print(json.dumps(result, indent=2) if args.json else render(result))
 
     if args.out is not None:

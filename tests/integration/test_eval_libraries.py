@@ -1,0 +1,148 @@
+"""`crag eval` over two libraries, held out: each system fitted on the other library,
+offline, no language model. The two libraries are made of the sample library with two
+different question sets, so the run is small and both homes are real stores."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crag.cli.main import main
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+PORT = "Which TCP port does the Lumen server's HTTPS API listen on by default?"
+MEMORY = "How much memory does the smallest supported Lumen server have?"
+PAIRS = {
+    "a": [
+        (PORT, "The HTTPS API listens on TCP port 7420, set by the listen_port key.", True),
+        (PORT, "Lumen serves its API on port 7420 unless listen_port says otherwise.", True),
+        (PORT, "Refunds of annual plans are possible within 30 days of purchase.", False),
+        (PORT, "Seats can be added to a plan at any time from the billing page.", False),
+    ],
+    "b": [
+        (MEMORY, "The smallest supported machine has 2 GB of memory and two cores.", True),
+        (MEMORY, "A server with 2 GB of memory is the smallest Lumen supports.", True),
+        (MEMORY, "The API allows 300 requests per minute since version 3.", False),
+        (MEMORY, "Annual plans renew on the date of purchase.", False),
+    ],
+}
+
+
+def library(root: Path, name: str, questions: Path, first: int) -> Path:
+    folder = root / name
+    folder.mkdir()
+    shutil.copytree(SAMPLES / "library", folder / "books")
+    shutil.copytree(SAMPLES / "external", folder / "external")
+    lines = questions.read_text().splitlines(keepends=True)[:first]
+    (folder / "questions.jsonl").write_text("".join(lines))
+    (folder / "grader_pairs.jsonl").write_text(
+        "".join(
+            json.dumps({"qid": f"{name}-{i}", "question": q, "passage": p, "relevant": r}) + "\n"
+            for i, (q, p, r) in enumerate(PAIRS[name])
+        )
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("libraries")
+
+
+@pytest.fixture(scope="module")
+def report(root: Path) -> Path:
+    a = library(root, "a", SAMPLES / "questions.jsonl", 7)
+    b = library(root, "b", SAMPLES / "factoids.jsonl", 6)
+    out = root / "report"
+    code = main(
+        [
+            "eval",
+            f"a={a}",
+            f"b={b}",
+            "--ingest",
+            "--held-out",
+            "--eval-home",
+            str(root / "homes"),
+            "--systems",
+            "crag,similarity,naive",
+            "--limit",
+            "4",
+            "--no-llm",
+            "--quiet",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    return out
+
+
+def test_both_libraries_and_their_mean_are_reported_with_decision_quality(report: Path) -> None:
+    summary = json.loads((report / "metrics.json").read_text())
+    assert summary["libraries"] == {"a": {"fitted_on": ["b"]}, "b": {"fitted_on": ["a"]}}
+    for system in ("crag", "similarity", "naive"):
+        row = summary["systems"][system]
+        per_library = [row["by_library"][n]["decision_quality"] for n in ("a", "b")]
+        assert all(0.0 <= v <= 1.0 for v in per_library)
+        assert row["decision_quality"] == pytest.approx(sum(per_library) / 2)
+        assert set(row["by_library"]["a"]["by_category"]) == {
+            "internal",
+            "external",
+            "partial",
+            "none",
+        }
+    text = (report / "report.md").read_text()
+    assert "Held out by library" in text and "| crag | mean |" in text
+
+
+def test_each_system_is_fitted_on_the_other_library_only(report: Path) -> None:
+    on_a = json.loads((report / "a" / "metrics.json").read_text())
+    assert on_a["fitted_on"] == ["b"]
+    crag = on_a["system_config"]["crag"]
+    assert crag["grader"] == "trained"
+    fitted = json.loads(Path(crag["grader_file"]).read_text())
+    assert fitted["metadata"]["fitted_on"] == ["b"] and fitted["metadata"]["pairs"] == 4
+    similarity = on_a["system_config"]["similarity"]
+    assert similarity["grader"] == "similarity" and similarity["grader_file"] is None
+    assert 0.0 <= similarity["lower"] <= similarity["upper"] <= 1.0
+    assert 0.0 <= similarity["strip_threshold"] <= 0.9
+    # naive RAG grades nothing: nothing to fit, it runs on the defaults
+    assert on_a["system_config"]["naive"]["grader_file"] is None
+    # the pair AUC of crag's fitted grader sits beside plain similarity's, on a's pairs
+    assert on_a["grader"]["n"] == 4 and on_a["grader"]["similarity"]["n"] == 4
+
+
+def test_a_questions_file_and_folders_cannot_be_mixed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(SAMPLES / "questions.jsonl"), str(SAMPLES), "--no-llm"]) == 2
+    assert "give one questions file, or library folders (not both)" in capsys.readouterr().err
+
+
+def test_tune_fits_on_one_library_and_reports_on_another(
+    report: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    code = main(
+        [
+            "tune",
+            str(root / "a" / "questions.jsonl"),
+            "--home",
+            str(root / "homes" / "a"),
+            "--test",
+            str(root / "b" / "questions.jsonl"),
+            "--test-home",
+            str(root / "homes" / "b"),
+            "--no-llm",
+            "--json",
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    test = result["test"]
+    assert test["n"] == 6  # every question of b, graded in b's home
+    assert 0.0 <= test["held_out_accuracy"] <= 1.0
+    # b's own best is in-sample for b: no threshold fitted on a can beat it there
+    assert test["own_best"]["accuracy"] >= test["held_out_accuracy"]
