@@ -208,7 +208,19 @@ class Context:
     )
 
     # --- retrieval and grading ----------------------------------------------------
-    k: int = field(default=5, metadata={"description": "Chunks retrieved per question."})
+    k: int = field(
+        default=5,
+        metadata={
+            "description": "Chunks graded and refined per question: the best of `candidates`."
+        },
+    )
+    candidates: int = field(
+        default=5,
+        metadata={
+            "description": "Chunks retrieved and scored per question; the best `k` of them "
+            "are graded and refined (more than k: the grader reranks a deeper set)."
+        },
+    )
     upper: float = field(
         default=0.56,
         metadata={"description": "Verdict `correct` if any document scores >= upper."},
@@ -543,6 +555,7 @@ class Context:
         for name in (
             "max_question_chars",
             "k",
+            "candidates",
             "web_k",
             "max_strips",
             "chunk_size",

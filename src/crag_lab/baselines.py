@@ -126,7 +126,7 @@ TUTORIAL = _tutorial()
 async def naive_rag(question: str, ctx: Context) -> dict[str, Any]:
     """retrieve → generate from all k chunks."""
     started = time.perf_counter()
-    plain = ctx.with_overrides(verify=False)
+    plain = ctx.with_overrides(verify=False, candidates=ctx.k)  # the k nearest, as they come
     state = cast(State, await NAIVE.ainvoke(InputState(question=question), context=plain))
     return record_from_state(state, time.perf_counter() - started, state.get("docs") or [])
 
@@ -134,7 +134,7 @@ async def naive_rag(question: str, ctx: Context) -> dict[str, Any]:
 async def tutorial_rag(question: str, ctx: Context) -> dict[str, Any]:
     """Binary grades; web search if ANY document fails; relevant docs + web docs."""
     started = time.perf_counter()
-    plain = ctx.with_overrides(verify=False)
+    plain = ctx.with_overrides(verify=False, candidates=ctx.k)
     state = cast(State, await TUTORIAL.ainvoke(InputState(question=question), context=plain))
     retrieved = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
     return record_from_state(state, time.perf_counter() - started, retrieved)

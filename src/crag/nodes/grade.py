@@ -107,18 +107,27 @@ def fast_gap(ctx: Context) -> float | None:
     return ctx.fast_gap if ctx.fast_path else None
 
 
-async def grading(ctx: Context, question: str, docs: list[Passage]) -> Grading:
-    """Route and grade. A question the fast path takes at the context's thresholds
-    gets no part grading and no LLM judge: that is what it spares (so with an LLM
-    grader its grades hold only the cheap scores)."""
-    texts = [d["text"] for d in docs]
+def best_k(scores: list[float], k: int) -> list[int]:
+    """Indices of the k best scores, best first (retrieval order breaks ties)."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+
+
+async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Grading:
+    """Score every candidate, keep the best `k`, route and grade. A question the fast
+    path takes at the context's thresholds gets no part grading and no LLM judge: that
+    is what it spares (so with an LLM grader its grades hold only the cheap scores)."""
     split = await decompose(question, ctx) if ctx.decompose else Split([], "off")
     reasons = complexity(question, split.parts)
     # the fast check uses the cheap grader: a clear winner spares the LLM judge
     cheap = ctx.with_overrides(grader="auto") if ctx.grader in LLM_GRADERS else ctx
-    (first, name), never = await asyncio.gather(
-        scored_by(cheap, question, texts), coverage_gaps(question, ctx)
+    (every, name), never = await asyncio.gather(
+        scored_by(cheap, question, [d["text"] for d in candidates]),
+        coverage_gaps(question, ctx),
     )
+    kept = best_k(every, ctx.k)
+    docs = [candidates[i] for i in kept]
+    first = [every[i] for i in kept]
+    texts = [d["text"] for d in docs]
     # A name the library never writes is, in a one-part question, the thing asked
     # about; a year, version or number it never writes only constrains a thing it may
     # know (the 2.4 limits for a question on version 3), and a question of several

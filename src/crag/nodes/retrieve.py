@@ -1,5 +1,6 @@
-"""retrieve: the k library chunks nearest to the question, or the tenant's cached
-answer to it (the run then ends here: `route_after_retrieve`)."""
+"""retrieve: the library chunks nearest to the question (`candidates` of them, which
+grade scores and cuts to the best k), or the tenant's cached answer to it (the run
+then ends here: `route_after_retrieve`)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     hit = await asyncio.to_thread(cache.lookup, ctx, question)
     if hit is not None:
         return from_cache(hit, question, said, reading, ctx)
-    hits = await asyncio.to_thread(library_retrieve, ctx, ctx.collection, question, ctx.k)
+    depth = max(ctx.k, ctx.candidates)  # all scored; grade keeps the best k
+    hits = await asyncio.to_thread(library_retrieve, ctx, ctx.collection, question, depth)
     docs, dropped = await asyncio.to_thread(
         without_boilerplate,
         ctx,
