@@ -24,12 +24,21 @@ _VERSION = re.compile(
     r"(?<![\w.])(?:v(?=\d)|version\s+)?(\d+(?:\.\d+)+|(?<=v)\d+|(?<=version )\d+)(?![\w.])", re.I
 )
 _MONTH_DAY = re.compile(r"\b([a-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b")
+# "Q3", "third quarter", "the first half of 2024", "H2": a period within a year
+_ORDINAL = {"first": "1", "second": "2", "third": "3", "fourth": "4", "1st": "1", "2nd": "2"}
+_ORDINAL |= {"3rd": "3", "4th": "4"}
+_QUARTER = re.compile(
+    r"\b(?:q([1-4])|(first|second|third|fourth|1st|2nd|3rd|4th)[\s-]+quarter)\b", re.I
+)
+_HALF = re.compile(r"\b(?:h([12])|(first|second|1st|2nd)\s+half)\b", re.I)
+# "0.1 + 0.2": numbers in arithmetic are quantities, not releases
+_SUM = re.compile(r"\d\s*[-+*/=×÷]\s*\d")
 
 
 @dataclass(frozen=True)
 class Constraint:
-    kind: str  # year | version | date | name
-    value: str  # in normal form, lower case
+    kind: str  # year | version | date | quarter | half | name
+    value: str  # in normal form, lower case ("q3", "h1")
 
 
 @dataclass
@@ -46,22 +55,50 @@ class Check:
         return not self.unmet
 
 
+def versions(text: str) -> list[str]:
+    """The version numbers a text writes, lower case. A text that does arithmetic on
+    numbers ("0.1 + 0.2 is not 0.3") writes quantities, not releases."""
+    if _SUM.search(text):
+        return []
+    return [v.lower() for v in _VERSION.findall(text)]
+
+
+def periods(text: str) -> list[Constraint]:
+    """The quarters and halves of a year a text names ("Q3", "the first half")."""
+    found = [
+        Constraint("quarter", f"q{a or _ORDINAL[b.lower()]}") for a, b in _QUARTER.findall(text)
+    ]
+    found += [Constraint("half", f"h{a or _ORDINAL[b.lower()]}") for a, b in _HALF.findall(text)]
+    return found
+
+
+def _initial_words(text: str) -> set[str]:
+    """The words that open a sentence: their capital says where they stand, not a name."""
+    return {m.group(1) for m in re.finditer(r"(?:^|[.!?]\s+)[\"'(]*([A-Za-z][\w'’-]*)", text)}
+
+
 def constraints(question: str) -> list[Constraint]:
-    """The years, dates, versions and specific names a question asks about."""
+    """The years, dates, quarters, versions and specific names a question asks about."""
     text = normalize(question)
     low = text.lower()
     found: list[Constraint] = [Constraint("year", y) for y in _YEAR.findall(text)]
-    found += [Constraint("version", v.lower()) for v in _VERSION.findall(text)]
+    found += [Constraint("version", v) for v in versions(text)]
     found += [
         Constraint("date", f"{m[:3]} {int(d)}")
         for m, d in _MONTH_DAY.findall(low)
         if m in MONTHS and m != "may"  # "may 5" is more often a verb than a date
     ]
+    found += periods(text)
     numbers = {c.value for c in found}
+    initial = _initial_words(text)
     for term in key_terms(text):
+        if re.search(r"['’]", term):  # "I'm", "don't": a contraction, not a name
+            continue
         # a name as written: capitals, digits or a hyphen (AdaBoost, LVIII, GPT-5,
-        # scikit-learn); a rare lower-case word ("regularization") is vocabulary
-        written_as_name = re.search(r"[A-Z\d-]", term) is not None
+        # scikit-learn); a rare lower-case word ("regularization") is vocabulary, and the
+        # capital of a word that opens the question is its position's ("Whats ...")
+        shape = term[1:] if term in initial else term
+        written_as_name = re.search(r"[A-Z\d-]", shape) is not None
         letters = sum(ch.isalpha() for ch in term)  # "t-1", "x2": notation, not a name
         if (
             written_as_name
@@ -124,11 +161,9 @@ def check(
                 if m in MONTHS
             )
         elif c.kind == "name":
-            ok = (
-                any(f" {c.value}{s} " in joined for s in ("", "s", "es"))
-                or f" {c.value.replace(' ', '')} " in joined
-                or _spelled_out(c.value, joined.split())
-            )
+            ok = named_in(c.value, joined)
+        elif c.kind in ("quarter", "half"):
+            ok = c in periods(said)
         elif c.kind == "version":
             # "1.5" is met by "1.5" or "1.5.2", not "1.50"; a bare "3" (asked as "version
             # 3" or "v3") only in a version's form, "3.0", "3.x", "v3", "version 3": any
@@ -145,11 +180,59 @@ def check(
         else:
             ok = re.search(rf"(?<![\w.]){re.escape(c.value)}(?![\w]|\.\d)", low) is not None
         (result.met if ok else result.unmet).append(c)
-        if not ok and c.kind in ("year", "version"):
-            pattern = _YEAR if c.kind == "year" else _VERSION
-            others = [v.lower() for v in pattern.findall(said)]
-            result.instead[c.value] = list(dict.fromkeys(v for v in others if v != c.value))
+        if ok:
+            continue
+        if c.kind == "year":
+            others = _YEAR.findall(said)
+        elif c.kind == "version":
+            others = versions(said)
+        elif c.kind == "name":  # another numbered variant: GPT-3 for GPT-5
+            others = other_variants(c.value, joined)
+        elif c.kind in ("quarter", "half"):
+            others = [p.value for p in periods(said) if p.kind == c.kind]
+        else:
+            continue
+        result.instead[c.value] = list(dict.fromkeys(v for v in others if v != c.value))
     return result
+
+
+def _digits_apart(words: str) -> str:
+    """ "beta1" as "beta 1": a subscript is written glued or apart ("β_1", "beta1")."""
+    return re.sub(r"(?<=[a-z])(?=\d)|(?<=\d)(?=[a-z])", " ", words)
+
+
+def _base(name: str) -> str:
+    """A numbered name's base: "resnet 50" → "resnet", "yolo v3" → "yolo" (itself if none)."""
+    return re.sub(r"(?:\s*v?\d+[a-z]?)+$", "", _digits_apart(name)).strip()
+
+
+def other_variants(name: str, joined: str) -> list[str]:
+    """The other numbered variants of a numbered name that `joined` names ("gpt 3" where
+    "gpt 5" is asked)."""
+    base = _base(name)
+    if base == _digits_apart(name) or len(base) < 2:
+        return []
+    found = re.findall(rf" {re.escape(base)} (v?\d+)(?= )", _digits_apart(joined))
+    return [f"{base} {n}" for n in found if f"{base} {n}" != _digits_apart(name)]
+
+
+def named_in(name: str, joined: str) -> bool:
+    """Whether `joined` (`_words` of some texts) names `name` (folded words): as written,
+    in plural, glued ("tfidf") or with digits apart ("beta 1"), as the initials of its
+    spelled-out form ("sgd"), or by its base when the name is a numbered variant of it
+    ("resnet 50" by "resnet", "yolo v3" by "yolo") and no other variant is named."""
+    spaced = _digits_apart(joined)
+    forms = {name, name.replace(" ", ""), _digits_apart(name)}
+    if any(
+        f" {f}{s} " in text for f in forms for s in ("", "s", "es") for text in (joined, spaced)
+    ):
+        return True
+    if _spelled_out(name.replace(" ", ""), joined.split()):
+        return True
+    base = _base(name)
+    if base == _digits_apart(name) or len(base) < 3 or f" {base} " not in spaced:
+        return False
+    return not other_variants(name, joined)
 
 
 # --- calendar dates: when a document was written ---------------------------------------------

@@ -23,7 +23,7 @@ from crag.context import Context
 from crag.directives import without_directives
 from crag.grading.conflicts import disagreement
 from crag.grading.constraints import Check, Constraint, check, constraints
-from crag.grading.coverage import sentence_key
+from crag.grading.coverage import missing_terms, sentence_key
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Citation, DeclineReason, Passage, State, Strip
@@ -229,6 +229,26 @@ def near_miss(result: Check) -> str:
     return "The sources found " + " and ".join(said) + "."
 
 
+def identity(numbered: list[tuple[Citation, list[Strip]]]) -> list[str]:
+    """What the sources are, as text a name can be met in: each one's title, and its
+    file or site name in words ("requests_quickstart.md": "requests quickstart")."""
+    found = []
+    for c, _ in numbered:
+        found.append(c.get("title") or "")
+        where = c.get("url") or c["source"]
+        found.append(re.sub(r"\.\w{1,5}$|[\W_]+", " ", where.rsplit("/", 1)[-1] or where))
+    return [f for f in found if f.strip()]
+
+
+def unknown(ctx: Context, unmet: Sequence[Constraint], seen: Sequence[str]) -> list[Constraint]:
+    """The unmet constraints that nothing crag searched names: the library never does,
+    and no document the run saw (library chunks, search results) does either."""
+    if not unmet:
+        return []
+    missing = set(missing_terms(ctx, ctx.collection, [c.value for c in unmet]))
+    return [c for c in unmet if c.value in missing and not check([c], seen).holds]
+
+
 def part_answered(state: State, evidence: Sequence[str], context: Sequence[str]) -> bool:
     """Whether the evidence answers some part of a question of several (a comparison,
     two questions in one): it meets all of that part's years, versions and names, and
@@ -405,20 +425,44 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
             evidence = [answer]
         else:
             evidence = [s["text"] for c, strips in numbered if c in citations for s in strips]
-        # a name in the title of a source counts too: a page titled "Super Bowl LVIII"
-        titles = [c.get("title") or "" for c, _ in numbered]
-        context = [*(s["text"] for s in kept), *titles]
+        # a name is met by what the source is, too: a page titled "Super Bowl LVIII", the
+        # guide of a product that never repeats the product's name on its pages
+        context = [*(s["text"] for s in kept), *identity(numbered)]
         result = check(asked, evidence, context=context)
+        # what decides: the evidence speaks of another year, quarter or version, or the
+        # question asks about something no corpus crag searched ever names; a name or
+        # a year the sources know but these passages do not state is weak evidence only
+        deciding = [
+            *(c for c in result.unmet if result.instead.get(c.value)),
+            *await asyncio.to_thread(
+                unknown,
+                ctx,
+                [c for c in result.unmet if not result.instead.get(c.value)],
+                [d["text"] for d in docs],
+            ),
+        ]
         if not result.holds:
             unmet = [c.value for c in result.unmet]
             found = near_miss(result)
             lacks = f"evidence lacks {', '.join(unmet)}"
-            if part_answered(state, evidence, context):
+            if not deciding:
+                lacks = f"weak evidence: {lacks}"
+            elif part_answered(state, evidence, context):
                 lacks = f"parts answered: {lacks}"
             elif ctx.near_miss_answers:
                 lacks = f"near miss: {lacks}"
             else:
                 return declined("constraints unmet", f"({found})", f"declined: {lacks}", unmet)
+            if not deciding:
+                return {
+                    "answer": answer,
+                    "citations": citations,
+                    "answered": True,
+                    "decline_reason": None,
+                    "support": "partial",
+                    "unsupported": unmet,
+                    **note(lacks),
+                }
             return {
                 "answer": f"{found} {answer}",
                 "citations": citations,
