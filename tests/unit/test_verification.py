@@ -49,6 +49,7 @@ def library_never_names(monkeypatch: pytest.MonkeyPatch) -> set[str]:
         return [w for w in wanted if w in never]
 
     monkeypatch.setattr("crag.nodes.generate.missing_terms", missing)
+    monkeypatch.setattr("crag.nodes.generate.library_texts", lambda ctx, collection: [])
     return never
 
 

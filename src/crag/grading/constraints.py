@@ -32,7 +32,7 @@ _QUARTER = re.compile(
 )
 _HALF = re.compile(r"\b(?:h([12])|(first|second|1st|2nd)\s+half)\b", re.I)
 # "0.1 + 0.2": numbers in arithmetic are quantities, not releases
-_SUM = re.compile(r"\d\s*[-+*/=×÷]\s*\d")
+_SUM = re.compile(r"\d\s*[+*/=×÷]\s*\d|\d\s+[-−]\s+\d")  # not "2022-06-09", "1-2"
 
 
 @dataclass(frozen=True)

@@ -273,6 +273,11 @@ def missing_terms(ctx: Context, collection: str, wanted: Sequence[str]) -> list[
     return [t for t in wanted if not index.mentions(t)]
 
 
+def library_texts(ctx: Context, collection: str) -> list[str]:
+    """Every chunk of the tenant's part of the collection, in normal form, lower case."""
+    return library_index(ctx, collection).texts
+
+
 def expansions(ctx: Context, collection: str, question: str) -> list[str]:
     """The library's own long forms of the question's abbreviations, and the reverse."""
     return library_index(ctx, collection).expansions(question)

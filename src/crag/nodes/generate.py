@@ -23,7 +23,7 @@ from crag.context import Context
 from crag.directives import without_directives
 from crag.grading.conflicts import disagreement
 from crag.grading.constraints import Check, Constraint, check, constraints
-from crag.grading.coverage import missing_terms, sentence_key
+from crag.grading.coverage import library_texts, missing_terms, sentence_key
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Citation, DeclineReason, Passage, State, Strip
@@ -242,10 +242,17 @@ def identity(numbered: list[tuple[Citation, list[Strip]]]) -> list[str]:
 
 def unknown(ctx: Context, unmet: Sequence[Constraint], seen: Sequence[str]) -> list[Constraint]:
     """The unmet constraints that nothing crag searched names: the library never does,
-    and no document the run saw (library chunks, search results) does either."""
+    and no document the run saw (library chunks, search results) does either. A name is
+    looked up in any usual spelling; a year or version only as itself ("23.1.0" is not
+    "23.10")."""
     if not unmet:
         return []
-    missing = set(missing_terms(ctx, ctx.collection, [c.value for c in unmet]))
+    names = [c for c in unmet if c.kind == "name"]
+    missing = set(missing_terms(ctx, ctx.collection, [c.value for c in names]))
+    values = [c for c in unmet if c.kind != "name"]
+    if values:
+        texts = library_texts(ctx, ctx.collection)
+        missing |= {c.value for c in values if not check([c], texts).holds}
     return [c for c in unmet if c.value in missing and not check([c], seen).holds]
 
 
