@@ -103,7 +103,9 @@ def main() -> int:
             with dev_server(
                 home, workdir, chat_model=args.chat_model, jobs_per_worker=jobs, timeout_s=180
             ) as server:
-                asyncio.run(concurrent_runs(server.url, questions[:1], timeout_s=args.timeout))
+                (warm,) = asyncio.run(concurrent_runs(server.url, questions[:1], timeout_s=600))
+                said = warm.error or "one run, models loading"
+                print(f"{jobs:>11} {'warm-up':>7} {warm.seconds:7.1f}  ({said})", flush=True)
                 for n in args.threads:
                     batch(server, jobs, questions, n, args.timeout)
     return 0

@@ -9,12 +9,12 @@ the caller's shell are dropped so a developer's own `CRAG_HOME` or
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fakes import FakeEmbeddings, build_pdf
+from requires import REQUIRE_ALL, missing, required
 
 import crag.offline
 
@@ -109,12 +109,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = 1
 
 
-def _missing(what: str) -> None:
-    """Without the evaluation data a test cannot run: in CI that is a failure, not a
-    skip (a silent skip would pass a suite that tested nothing); elsewhere, a skip."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{what} (CI must have the evaluation data)", pytrace=False)
-    pytest.skip(what)
+#: Where the evaluation data comes from (it is not installed with crag).
+EVAL_DATA = "the evaluation set laid beside the repository as ../shared/eval"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under CRAG_TEST_REQUIRE_ALL=1 (`make test`, so CI) no test passes by skipping:
+    whatever the skip's cause, the test fails with it (an expected failure stays one)."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if required() and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped, and under {REQUIRE_ALL}=1 no test may skip: {reason}"
 
 
 @pytest.fixture(scope="session")
@@ -122,7 +130,7 @@ def eval_dir() -> Path:
     """The evaluation set, read in place from the repository's sibling `../shared/eval`."""
     path = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
     if not (path / "questions.jsonl").is_file():
-        _missing(f"evaluation data not found at {path} (expected next to the repository)")
+        missing(f"the evaluation data at {path}", EVAL_DATA)
     return path
 
 
@@ -130,7 +138,7 @@ def eval_dir() -> Path:
 def books_dir(eval_dir: Path) -> Path:
     path = eval_dir / "books"
     if not any(path.glob("*.pdf")):
-        _missing(f"no books in {path}")
+        missing(f"the books of {path}", EVAL_DATA)
     return path
 
 

@@ -109,7 +109,8 @@ class Run:
 
 async def concurrent_runs(url: str, questions: list[str], *, timeout_s: float = 600) -> list[Run]:
     """One thread per question, all runs started at once; each run's wall time from its
-    request to its final state, or the error it ended with."""
+    request to its final state, or the error it ended with (a run still going after
+    `timeout_s` is cancelled and counts as failed)."""
     from langgraph_sdk import get_client
 
     client = get_client(url=url, timeout=timeout_s)
@@ -129,5 +130,13 @@ async def concurrent_runs(url: str, questions: list[str], *, timeout_s: float = 
         final = values if isinstance(values, dict) else {}
         return Run(question, thread["thread_id"], seconds, final, error)
 
-    runs = asyncio.gather(*(one(q) for q in questions))
-    return list(await asyncio.wait_for(runs, timeout=timeout_s))
+    tasks = [asyncio.ensure_future(one(q)) for q in questions]
+    await asyncio.wait(tasks, timeout=timeout_s)
+    runs = []
+    for question, task in zip(questions, tasks, strict=True):
+        if task.done():
+            runs.append(task.result())
+        else:
+            task.cancel()
+            runs.append(Run(question, "", timeout_s, {}, f"no answer within {timeout_s:g} s"))
+    return runs

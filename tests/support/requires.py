@@ -18,6 +18,7 @@ import pytest
 
 REQUIRE_ALL = "CRAG_TEST_REQUIRE_ALL"
 #: The install step of each extra, as the README gives it.
+CORE = "make setup (pip install -e .)"
 DEV = "make setup (pip install -e '.[dev]')"
 LOCAL = "make setup (pip install -e '.[local]')"
 
@@ -31,7 +32,7 @@ def missing(what: str, install: str) -> NoReturn:
     """Skip, or under `CRAG_TEST_REQUIRE_ALL=1` fail, for a component that is not there."""
     if required():
         pytest.fail(f"{what} is missing; {install} provides it ({REQUIRE_ALL}=1)", pytrace=False)
-    pytest.skip(f"{what} is missing; {install} provides it")
+    pytest.skip(f"{what} is missing; {install} provides it", allow_module_level=True)
 
 
 def require_module(name: str, install: str) -> ModuleType:
