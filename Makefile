@@ -34,9 +34,11 @@ lint: setup
 	$(BIN)/lint-imports --no-cache
 
 # Every optional component must be there: a test that would skip for want of one fails
-# and names its install step. The 15 slowest steps are printed at the end.
+# and names its install step. Test files are shared among TEST_WORKERS processes (each
+# file's tests in one of them, in order); the 15 slowest steps are printed at the end.
+TEST_WORKERS ?= 2
 test: lint
-	CRAG_TEST_REQUIRE_ALL=1 $(BIN)/pytest --durations=15
+	CRAG_TEST_REQUIRE_ALL=1 $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest.py
