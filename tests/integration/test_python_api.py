@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,13 +27,57 @@ def test_from_crag_import_graph_is_the_compiled_graph_in_any_import_order() -> N
         "from crag import ask, graph",
         "import crag.graph\nimport crag\ngraph = crag.graph",
     )
+    started = []  # a fresh interpreter each, all at once
     for order in orders:
         code = f"{order}\nprint(type(graph).__name__, hasattr(graph, 'astream'))"
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        started.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         )
-        assert out.stdout.split() == ["Graph", "True"], (order, out.stdout, out.stderr)
+    for order, proc in zip(orders, started, strict=True):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and out.split() == ["Graph", "True"], (order, out, err)
     assert isinstance(graph, Graph)
+
+
+REFUND = "How long do I have to ask for a full refund of an annual Lumen subscription?"
+NGINX = "How should nginx be configured so that Lumen's WebSocket sync stays connected?"
+
+
+def test_the_compiled_graph_awaited_and_streamed_as_messages(sample_home: Path) -> None:
+    """`await graph.ainvoke`, `graph.astream` of updates and of messages, and two runs
+    awaited at once on one event loop, each with its own question's verdict."""
+    ctx = Context(home=sample_home, chat_model="extractive")
+    question = {"question": REFUND}
+
+    async def scenario() -> tuple[Any, list[str], list[tuple[Any, str]], list[Any]]:
+        state = await graph.ainvoke(question, context=ctx)
+        nodes = [node async for chunk in graph.astream(question, context=ctx) for node in chunk]
+        messages = [
+            (message, meta["langgraph_node"])
+            async for message, meta in graph.astream(question, context=ctx, stream_mode="messages")
+        ]
+        both = await asyncio.gather(
+            graph.ainvoke({"question": REFUND}, context=ctx),
+            graph.ainvoke({"question": NGINX}, context=ctx),
+        )
+        return state, nodes, messages, list(both)
+
+    state, nodes, messages, both = asyncio.run(scenario())
+    assert state["verdict"] == "correct" and "30 days" in state["answer"]
+    assert nodes == ["retrieve", "grade", "refine", "generate"]
+    kinds = [(type(message).__name__, node) for message, node in messages]
+    assert kinds[0] == ("HumanMessage", "retrieve") and kinds[-1] == ("AIMessage", "generate")
+    assert messages[0][0].content == REFUND and messages[-1][0].content == state["answer"]
+    assert [(s["question"], s["verdict"]) for s in both] == [
+        (REFUND, "correct"),
+        (NGINX, "incorrect"),
+    ]
+    assert both[0]["answer"] == state["answer"]
 
 
 def test_invoke_and_stream_work_synchronously(sample_home: Path) -> None:

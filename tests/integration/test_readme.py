@@ -1,14 +1,19 @@
 """Every README code block runs as written.
 
 Python blocks run in a fresh interpreter; shell blocks run line by line with `bash`.
-Both run from the repository root against a fresh CRAG_HOME (the environment says
-where, as a user's shell would), with answers extractive and Tavily played by a
-loopback fake, so the commands are the README's own words.
+They run in the test's temporary folder, laid out as a checkout: the repository's files
+linked in, and beside it `../shared/eval` holding the small sample library (its books,
+external pages and questions) in place of the dev set, so the Evaluation section's
+commands ingest three PDFs, not the dev library (`make eval` is the full run, a
+benchmark). A `/tmp/` path in a command is the temporary folder's `tmp/`. CRAG_HOME is
+fresh there too (the environment says where, as a user's shell would); answers are
+extractive and Tavily is played by a loopback fake, so the commands are the README's
+own words.
 
 Exempt, with their reason: `make ...` lines (`make test` is this suite itself; `make
-demo` is `crag demo`, which runs here), and the lab's jobs on the dev set (`crag
-eval`, `crag tune`, `crag train-grader`: minutes to an hour each; their commands are
-tested on small inputs in test_eval_cli.py and test_train_grader.py).
+demo` is `crag demo`, which runs here), and the lab's jobs (`crag eval`, `crag tune`,
+`crag train-grader`: minutes to an hour each on the dev set; their commands are tested
+on small inputs in test_eval_cli.py and test_train_grader.py).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,9 +31,11 @@ import pytest
 from fake_tavily import FakeTavily
 
 REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "samples"
 README = (REPO / "README.md").read_text()
 BLOCKS = re.findall(r"^```(python|bash)\n(.*?)^```", README, flags=re.S | re.M)
 EXEMPT = re.compile(r"^\s*(make\b|crag (eval|tune|train-grader)\b)")
+TMP = re.compile(r"(?<![\w.~/-])/tmp/")
 
 
 def shell_lines(block: str) -> list[str]:
@@ -40,12 +48,29 @@ def shell_lines(block: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def readme_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("readme-home")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`ROOT/crag` (the repository's visible files, linked) beside `ROOT/shared/eval`
+    (the sample library as the evaluation set); `ROOT/tmp` stands for `/tmp`."""
+    root = tmp_path_factory.mktemp("readme")
+    checkout = root / "crag"
+    checkout.mkdir()
+    for entry in REPO.iterdir():
+        if not entry.name.startswith("."):
+            (checkout / entry.name).symlink_to(entry)
+    evaluation = root / "shared" / "eval"
+    shutil.copytree(SAMPLES / "library", evaluation / "books")
+    shutil.copytree(SAMPLES / "external", evaluation / "external")
+    shutil.copy(SAMPLES / "questions.jsonl", evaluation / "questions.jsonl")
+    (root / "tmp").mkdir()
+    return root
+
+
+@pytest.fixture(scope="module")
+def readme_env(workspace: Path) -> Iterator[dict[str, str]]:
     with FakeTavily() as tavily:
         yield {
             **os.environ,
-            "CRAG_HOME": str(home),
+            "CRAG_HOME": str(workspace / "home"),
             "CRAG_CHAT_MODEL": "extractive",
             "TAVILY_API_KEY": "tvly-readme",
             "CRAG_TAVILY_BASE_URL": tavily.base_url,
@@ -59,17 +84,23 @@ def test_the_readme_has_code_to_run() -> None:
     assert "python" in kinds and "bash" in kinds
 
 
-def test_every_readme_block_runs_as_written(readme_env: dict[str, str]) -> None:
+def test_every_readme_block_runs_as_written(workspace: Path, readme_env: dict[str, str]) -> None:
     """In README order: the shell blocks ingest the library that later blocks ask."""
     ran = 0
     for kind, block in BLOCKS:
         if kind == "python":
             commands = [[sys.executable, "-c", block]]
         else:
-            commands = [["bash", "-c", line] for line in shell_lines(block)]
+            lines = [TMP.sub(f"{workspace}/tmp/", line) for line in shell_lines(block)]
+            commands = [["bash", "-c", line] for line in lines]
         for command in commands:
             out = subprocess.run(
-                command, cwd=REPO, env=readme_env, capture_output=True, text=True, timeout=600
+                command,
+                cwd=workspace / "crag",
+                env=readme_env,
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
             shown = shlex.join(command)[:300]
             assert out.returncode == 0, f"{shown}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 from fakes import FakeEmbeddings
 from processes import free_port
+from requires import CORE, require_command
 
 from crag.cli.main import main
 from crag.context import Context
@@ -601,9 +602,8 @@ def test_a_read_only_home_is_one_line_for_ask_and_ingest(
 ) -> None:
     prefix: list[str] = []
     if os.geteuid() == 0:  # root writes anywhere: drop that power in the child
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv to drop CAP_DAC_OVERRIDE")
+        # as root, a read-only home is only read-only without CAP_DAC_OVERRIDE
+        setpriv = str(require_command("setpriv", "apt-get install util-linux"))
         prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
     runs = [
         ["ask", QUESTION, "--home", str(home), *ASK],
@@ -629,9 +629,7 @@ def test_a_read_only_home_is_one_line_for_ask_and_ingest(
 @pytest.fixture
 def chroma_server(tmp_path: Path) -> Iterator[tuple[str, Any]]:
     """A `chroma run` on loopback: (url, stop) where stop() ends it."""
-    exe = Path(sys.executable).with_name("chroma")
-    if not exe.exists():
-        pytest.skip("the `chroma` command (chromadb's server) is not installed")
+    exe = require_command("chroma", CORE)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (tmp_path / "server.log").open("wb")

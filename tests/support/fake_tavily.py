@@ -104,8 +104,9 @@ def _normalise(result: Mapping[str, Any], rank: int, include_raw: bool) -> dict[
     }
     if include_raw:
         out["raw_content"] = result.get("raw_content") or out["content"]
-    if "favicon" in result:
-        out["favicon"] = result["favicon"]
+    for optional in ("favicon", "published_date"):  # the latter on news results
+        if optional in result:
+            out[optional] = result[optional]
     return out
 
 

