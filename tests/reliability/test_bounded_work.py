@@ -56,12 +56,7 @@ MAX_RATIO = 10.0
 START, LIMIT, MIN_S = 2_000, 256_000, 0.003
 #: Known super-linear steps: (step, shape) -> why. Strict, so a fix shows as a failure
 #: that asks for its line here to go.
-KNOWN: dict[tuple[str, str], str] = {
-    ("rule_parts", "questions that lean on the one before"): (
-        "decompose.rule_parts merges each follow-up sentence into the part before and "
-        "reads that growing part's words again for every sentence"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def cpu_seconds(step: Callable[[str], Any], sample: str, *, enough: float = 0.0) -> float:

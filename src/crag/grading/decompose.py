@@ -23,7 +23,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from crag import prompts
 from crag.context import Context
-from crag.grading.constraints import when
+from crag.grading.constraints import Constraint, when
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.text import STOPWORDS, content_words, normalize, terms
 
@@ -185,17 +185,26 @@ def rule_parts(question: str) -> list[str]:
     # A piece that leans on the one before ("How is it used?") or asks again about the
     # same thing ("... prices? Are prices normal?") goes on with it, unless it asks
     # about another year, date or version: then it is a part, with the terms it leans on.
+    # Each part's words and constraints grow with it, so no part is read again.
     parts: list[str] = []
+    topics: list[set[str]] = []
+    asked: list[set[Constraint]] = []
     for piece in pieces:
         topic = {w.lower() for w in _context_words(piece)}
-        if not parts or not (
-            is_follow_up(piece) or topic & {w.lower() for w in _context_words(parts[-1])}
-        ):
+        said = set(when(piece))
+        if not parts or not (is_follow_up(piece) or topic & topics[-1]):
             parts.append(piece)
-        elif set(when(piece)) - set(when(parts[-1])):
-            parts.append(carried(piece, parts[-1]))
+            topics.append(topic)
+            asked.append(said)
+        elif said - asked[-1]:
+            part = carried(piece, parts[-1])
+            parts.append(part)
+            topics.append({w.lower() for w in _context_words(part)})
+            asked.append(set(when(part)))
         else:
             parts[-1] = f"{parts[-1]} {piece}"
+            topics[-1] |= topic
+            asked[-1] |= said
     pieces = parts
     return pieces[:MAX_PARTS] if len(pieces) >= 2 else []
 
