@@ -43,10 +43,12 @@ def parse(spec: str, eval_home: Path) -> Library:
     if not sep:
         name, where = "", spec
     folder = Path(where).expanduser()
+    if not folder.exists():
+        raise ValueError(f"{where}: no such file or folder")
     if not folder.is_dir():
         raise ValueError(f"{spec}: not a folder (a library folder holds {QUESTIONS})")
     if not (folder / QUESTIONS).is_file():
-        raise ValueError(f"{folder}: no {QUESTIONS}")
+        raise ValueError(f"{folder}: is a folder without {QUESTIONS} (give a questions file)")
     name = name or folder.resolve().name
     if not _NAME.fullmatch(name):
         raise ValueError(f"{spec}: the name {name!r} is not a plain name (letters, digits, ._-)")

@@ -21,6 +21,7 @@ from langgraph.runtime import Runtime
 from crag import cache, prompts
 from crag.context import Context
 from crag.directives import without_directives
+from crag.errors import StoreError
 from crag.grading.conflicts import disagreement
 from crag.grading.constraints import Check, Constraint, check, constraints
 from crag.grading.coverage import library_texts, missing_terms, sentence_key
@@ -248,11 +249,17 @@ def unknown(ctx: Context, unmet: Sequence[Constraint], seen: Sequence[str]) -> l
     if not unmet:
         return []
     names = [c for c in unmet if c.kind == "name"]
-    missing = set(missing_terms(ctx, ctx.collection, [c.value for c in names]))
-    values = [c for c in unmet if c.kind != "name"]
-    if values:
-        texts = library_texts(ctx, ctx.collection)
-        missing |= {c.value for c in values if not check([c], texts).holds}
+    try:
+        missing = set(missing_terms(ctx, ctx.collection, [c.value for c in names]))
+        values = [c for c in unmet if c.kind != "name"]
+        if values:
+            texts = library_texts(ctx, ctx.collection)
+            missing |= {c.value for c in values if not check([c], texts).holds}
+    except StoreError as e:
+        # no library to look in (answering from search results alone): nothing is
+        # known to be absent, so nothing is declined for it
+        log.info("the library could not be read for the answer check: %s", e)
+        return []
     return [c for c in unmet if c.value in missing and not check([c], seen).holds]
 
 
