@@ -87,7 +87,7 @@ def test_declines_by_reason_give_each_reasons_precision() -> None:
 def test_a_library_folder_is_named_and_homed_and_bad_folders_say_why(tmp_path: Path) -> None:
     folder = tmp_path / "lib"
     folder.mkdir()
-    with pytest.raises(ValueError, match=r"no questions\.jsonl"):
+    with pytest.raises(ValueError, match=r"is a folder without questions\.jsonl"):
         parse(str(folder), tmp_path / "homes")
     (folder / "questions.jsonl").write_text("{}\n")
     (folder / "books").mkdir()
@@ -101,8 +101,11 @@ def test_a_library_folder_is_named_and_homed_and_bad_folders_say_why(tmp_path: P
     assert parse(str(folder), tmp_path / "homes").name == "lib"
     with pytest.raises(ValueError, match="share a name"):
         parse_all([str(folder), f"lib={folder}"], tmp_path / "homes")
-    with pytest.raises(ValueError, match="not a folder"):
+    with pytest.raises(ValueError, match="missing: no such file or folder"):
         parse(str(tmp_path / "missing"), tmp_path / "homes")
+    (tmp_path / "file.jsonl").write_text("{}\n")
+    with pytest.raises(ValueError, match="not a folder"):
+        parse(str(tmp_path / "file.jsonl"), tmp_path / "homes")
 
 
 def test_each_library_is_held_out_once_and_fitted_on_all_the_others(tmp_path: Path) -> None:
