@@ -191,8 +191,9 @@ class Context:
         default="auto",
         metadata={
             "description": "`auto` (the trained grader if `crag train-grader` saved one, "
-            "else the built-in feature evaluator), `features`, `cascade` (features, then "
-            "the LLM judge for the uncertain band), `similarity`, `judge`, or `trained`."
+            "else embedding similarity), `similarity`, `features` (the feature evaluator), "
+            "`cascade` (auto, then the LLM judge for the uncertain band), `judge`, or "
+            "`trained`."
         },
     )
     judge_model: str | None = field(
@@ -222,7 +223,7 @@ class Context:
         },
     )
     upper: float = field(
-        default=0.56,
+        default=0.55,
         metadata={"description": "Verdict `correct` if any document scores >= upper."},
     )
     lower: float = field(
@@ -311,7 +312,7 @@ class Context:
     )
     strip_sentences: int = field(default=2, metadata={"description": "Sentences per strip (1-3)."})
     strip_threshold: float = field(
-        default=0.40, metadata={"description": "Strips scoring below this are dropped."}
+        default=0.10, metadata={"description": "Strips scoring below this are dropped."}
     )
     max_strips: int = field(default=8, metadata={"description": "At most this many strips kept."})
 

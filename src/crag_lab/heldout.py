@@ -29,11 +29,12 @@ from crag_lab.protocol import pair_sources
 from crag_lab.runner import base_system, system_context
 from crag_lab.tuning import Graded, grade_all, tune
 
-#: Graders whose weights are fitted on labelled pairs (the feature evaluator's).
-WEIGHTED_GRADERS = ("auto", "features", "trained")
+#: Graders whose weights are fitted on labelled pairs (the feature evaluator's); the
+#: default (`auto`, similarity unless a user trained a grader) has none.
+WEIGHTED_GRADERS = ("features", "trained")
 #: Systems with verdict thresholds to fit; naive RAG grades nothing, and the tutorial's
 #: binary cut (0.5) is the tutorial's own.
-THRESHOLDED = ("crag", "crag-relevance", "similarity")
+THRESHOLDED = ("crag", "crag-relevance", "similarity", "features")
 
 
 @dataclass(frozen=True)

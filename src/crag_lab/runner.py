@@ -46,6 +46,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "crag-relevance": RELEVANCE_ONLY,
     # crag's pipeline with plain embedding similarity as the grader
     "similarity": {"grader": "similarity"},
+    # crag's pipeline with the feature evaluator (a logistic model over the batch) as
+    # the grader
+    "features": {"grader": "features"},
 }
 
 

@@ -67,7 +67,7 @@ def report(root: Path) -> Path:
             "--eval-home",
             str(root / "homes"),
             "--systems",
-            "crag,similarity,naive",
+            "crag,features,naive",
             "--limit",
             "4",
             "--no-llm",
@@ -83,7 +83,7 @@ def report(root: Path) -> Path:
 def test_both_libraries_and_their_mean_are_reported_with_decision_quality(report: Path) -> None:
     summary = json.loads((report / "metrics.json").read_text())
     assert summary["libraries"] == {"a": {"fitted_on": ["b"]}, "b": {"fitted_on": ["a"]}}
-    for system in ("crag", "similarity", "naive"):
+    for system in ("crag", "features", "naive"):
         row = summary["systems"][system]
         per_library = [row["by_library"][n]["decision_quality"] for n in ("a", "b")]
         assert all(0.0 <= v <= 1.0 for v in per_library)
@@ -101,14 +101,16 @@ def test_both_libraries_and_their_mean_are_reported_with_decision_quality(report
 def test_each_system_is_fitted_on_the_other_library_only(report: Path) -> None:
     on_a = json.loads((report / "a" / "metrics.json").read_text())
     assert on_a["fitted_on"] == ["b"]
-    crag = on_a["system_config"]["crag"]
-    assert crag["grader"] == "trained"
-    fitted = json.loads(Path(crag["grader_file"]).read_text())
+    # the feature evaluator's weights are fitted on b's pairs alone
+    features = on_a["system_config"]["features"]
+    assert features["grader"] == "trained"
+    fitted = json.loads(Path(features["grader_file"]).read_text())
     assert fitted["metadata"]["fitted_on"] == ["b"] and fitted["metadata"]["pairs"] == 4
-    similarity = on_a["system_config"]["similarity"]
-    assert similarity["grader"] == "similarity" and similarity["grader_file"] is None
-    assert 0.0 <= similarity["lower"] <= similarity["upper"] <= 1.0
-    assert 0.0 <= similarity["strip_threshold"] <= 0.9
+    # crag's default grader (similarity) has no weights: only its thresholds are fitted
+    crag = on_a["system_config"]["crag"]
+    assert crag["grader"] == "auto" and crag["grader_file"] is None
+    assert 0.0 <= crag["lower"] <= crag["upper"] <= 1.0
+    assert 0.0 <= crag["strip_threshold"] <= 0.9
     # naive RAG grades nothing: nothing to fit, it runs on the defaults
     assert on_a["system_config"]["naive"]["grader_file"] is None
     # the pair AUC of crag's fitted grader sits beside plain similarity's, on a's pairs

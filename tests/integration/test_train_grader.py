@@ -59,12 +59,14 @@ def test_training_on_a_small_file_gives_a_usable_saved_grader(
     dev_pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     home = ["--home", str(tmp_path)]
-    # these dev pairs are among those the built-in weights were fitted on, so they win
+    assert make_grader(Context(home=tmp_path), library=True).name == "similarity"
+    # on these news pairs similarity ranks below chance: the trained model beats it held
+    # out, so it is saved without --force
     assert main(["train-grader", "--pairs", str(dev_pairs), *home]) == 0
     out = capsys.readouterr().out
-    assert "5-fold CV by question" in out and "not saved" in out
-    assert not model_path(Context(home=tmp_path)).exists()
-    assert make_grader(Context(home=tmp_path), library=True).name == "features"
+    assert "5-fold CV by question" in out and "not saved" not in out
+    assert model_path(Context(home=tmp_path)).exists()
+    assert make_grader(Context(home=tmp_path), library=True).name == "trained"
 
     assert main(["train-grader", "--pairs", str(dev_pairs), "--force", *home]) == 0
     assert "crag tune" in capsys.readouterr().out
@@ -116,11 +118,12 @@ def test_pairs_generated_from_the_library_are_read_as_library_chunks() -> None:
     ]
 
 
-def test_a_model_that_beats_the_built_in_weights_is_saved(
+def test_a_model_is_saved_only_if_it_beats_similarity_held_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Labels the built-in weights get backwards (here the on-topic passage is the wrong
-    one): the trained model wins held out, so it is saved without --force."""
+    """Labels similarity gets backwards (here the on-topic passage is the wrong one): the
+    trained model wins held out, so it is saved without --force; with the labels the
+    right way round similarity ranks them perfectly, and nothing is saved."""
     topics = ["dropout", "pooling", "attention", "momentum", "embeddings", "convolution"]
     rows = []
     for i, topic in enumerate(topics):
@@ -134,11 +137,17 @@ def test_a_model_that_beats_the_built_in_weights_is_saved(
             rows.append(
                 {"qid": f"q{i}", "question": question, "passage": passage, "relevant": relevant}
             )
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({**r, "relevant": not r["relevant"]}) + "\n" for r in rows))
+    home = ["--home", str(tmp_path)]
+    assert main(["train-grader", "--pairs", str(plain), "--cv", "3", *home]) == 0
+    assert "ranks no better than similarity" in capsys.readouterr().out
+    assert make_grader(Context(home=tmp_path), library=True).name == "similarity"
     pairs = tmp_path / "odd.jsonl"
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["train-grader", "--pairs", str(pairs), "--cv", "0", "--home", str(tmp_path)]) == 0
     assert "not saved: without cross-validation" in capsys.readouterr().out
-    assert make_grader(Context(home=tmp_path), library=True).name == "features"
+    assert make_grader(Context(home=tmp_path), library=True).name == "similarity"
     assert main(["train-grader", "--pairs", str(pairs), "--cv", "3", "--home", str(tmp_path)]) == 0
     assert "saved" in capsys.readouterr().out
     assert make_grader(Context(home=tmp_path), library=True).name == "trained"
@@ -160,17 +169,17 @@ def test_cross_validation_holds_out_each_source(
 
 def test_a_corrupt_trained_grader_falls_back_cleanly(tmp_path: Path) -> None:
     ctx = Context(home=tmp_path)
-    assert make_grader(ctx, library=True).name == "features"  # nothing trained yet
+    assert make_grader(ctx, library=True).name == "similarity"  # nothing trained yet
     save_trained_grader(ctx, LogisticModel([1.0] * len(FEATURES), 0.0).to_dict(), {})
     assert make_grader(ctx, library=True).name == "trained"
     # a model saved over another feature set (an older crag) is not used
     older = {**LogisticModel([1.0] * len(FEATURES), 0.0).to_dict(), "features": ["cos"]}
     save_trained_grader(ctx, older, {})
-    assert make_grader(ctx, library=True).name == "features"
+    assert make_grader(ctx, library=True).name == "similarity"
     with pytest.raises(ProviderError, match="retrain it with `crag train-grader`"):
         make_grader(Context(home=tmp_path, grader="trained"), library=True)
     model_path(ctx).write_text("{ truncated")
-    assert make_grader(ctx, library=True).name == "features"
+    assert make_grader(ctx, library=True).name == "similarity"
     with pytest.raises(ProviderError, match="unusable trained grader"):
         make_grader(Context(home=tmp_path, grader="trained"), library=True)
 

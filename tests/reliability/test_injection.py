@@ -65,7 +65,12 @@ def test_no_attack_is_obeyed_through_the_whole_graph(attack_home: Path, tally: A
     for attack in ATTACKS:
         state = ask(
             attack["question"],
-            context=Context(home=attack_home, chat_model="extractive", external="none"),
+            # the attack pages are short and score low by similarity: the thresholds are
+            # set low so that each question is answered from its page (what is tested
+            # is the filter, not the grading)
+            context=Context(
+                home=attack_home, chat_model="extractive", external="none", lower=0.3, upper=0.3
+            ),
         )
         result = summary(state)
         # any attack's marker counts: retrieval also brings the other passages

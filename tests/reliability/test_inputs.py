@@ -296,7 +296,7 @@ def test_an_unusable_trained_grader_is_ignored_with_a_warning(
             code, out, err = cli(capsys, *_ask(home, "--grader", "auto", "--json"))
             assert code == 0 and "Traceback" not in err, err
             result = json.loads(out)
-            assert result["grader"] == "features" and result["answered"]
+            assert result["grader"] == "similarity" and result["answered"]
             assert "ignoring unusable trained grader" in caplog.text
             caplog.clear()
             # asked for by name, the same file is a one-line error instead

@@ -129,7 +129,7 @@ def add_context_flags(parser: argparse.ArgumentParser, fields: Sequence[str] = R
         "--no-llm",
         dest="no_llm",
         action="store_true",
-        help="no language model at all: feature grading and extractive answers",
+        help="no language model at all: the default grader (no LLM) and extractive answers",
     )
 
 
@@ -139,6 +139,6 @@ def context_from_args(args: argparse.Namespace) -> Context:
     overrides |= {dest: getattr(args, dest, None) for _, dest, _ in _SWITCHES}
     if getattr(args, "no_llm", False):
         overrides["chat_model"] = "extractive"
-        if overrides.get("grader") in (None, "auto", "cascade", "judge"):
-            overrides["grader"] = "features"  # the grader needs no LLM either
+        if overrides.get("grader") in ("cascade", "judge"):
+            overrides["grader"] = "auto"  # the grader needs no LLM either
     return checked(Context().with_overrides(**overrides))

@@ -28,10 +28,14 @@ Factory = Callable[[Context, Embeddings, bool], RelevanceGrader]
 GRADERS: Registry[Factory] = Registry("grader")
 
 
-@GRADERS.register("auto", "the trained grader if `crag train-grader` saved one, else features")
+@GRADERS.register(
+    "auto", "the trained grader if `crag train-grader` saved one, else embedding similarity"
+)
 def _auto(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    # Held out by library, plain similarity decides better than the feature grader with
+    # weights fitted on another library (docs/evaluation.md): it has nothing to fit.
     trained = load_trained_grader(ctx, embeddings, library=library)
-    return trained or FeatureGrader(embeddings, library=library)
+    return trained or SimilarityGrader(embeddings)
 
 
 @GRADERS.register("features", "crag's built-in feature evaluator, no LLM")
@@ -73,7 +77,7 @@ LLM_GRADERS = ("judge", "cascade")
 
 #: Strips are never sent to the LLM judge (a question has dozens of them, and the judge
 #: costs about a second each): an LLM grader's strips get its cheap stand-in.
-STRIP_STAND_IN = {"judge": "features", "cascade": "auto"}
+STRIP_STAND_IN = {"judge": "auto", "cascade": "auto"}
 
 
 def _build(ctx: Context, name: str, library: bool = False) -> RelevanceGrader:

@@ -27,9 +27,6 @@ from crag_lab.report import ablation_table
 NAME = "ablate"
 HELP = "switch off each of crag's mechanisms alone, measured held out by library"
 
-#: The factoid reading of a question (answer-typed spans, their agreement across passages).
-FACTOID_FEATURES = ("cos_open", "consensus", "ans_near", "factoid", "date_consensus")
-
 #: Each mechanism, and the variant of crag without it.
 MECHANISMS: dict[str, Variant] = {
     "coverage check and never-named terms": Variant("crag/no-coverage", {"coverage_check": False}),
@@ -37,8 +34,11 @@ MECHANISMS: dict[str, Variant] = {
     "decomposition": Variant("crag/no-decomposition", {"decompose": False}),
     "fast path": Variant("crag/no-fast-path", {"fast_path": False}),
     "cascade re-retrieval": Variant("crag/no-re-retrieval", {"max_retries": 0}),
-    "factoid and consensus features": Variant("crag/no-factoid", drop=FACTOID_FEATURES),
-    "lift": Variant("crag/no-lift", drop=("lift_open",)),
+    # the default grader is plain similarity: its alternative is the feature evaluator
+    # (answer types, consensus and lift over the batch, weights fitted held out)
+    "similarity grading (the feature evaluator instead)": Variant(
+        "crag/features", {"grader": "features"}
+    ),
     "composite confidence": Variant(
         "crag/no-composite",
         {

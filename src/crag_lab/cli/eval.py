@@ -75,8 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--systems",
         default="crag,naive,tutorial",
         help="comma-separated: crag, similarity (crag with embedding similarity as the "
-        "grader), crag-relevance (relevance only: no recency, authority, completeness or "
-        "conflict resolution), naive, tutorial (default: crag,naive,tutorial)",
+        "grader), features (crag with the feature evaluator as the grader), crag-relevance "
+        "(relevance only: no recency, authority, completeness or conflict resolution), "
+        "naive, tutorial (default: crag,naive,tutorial)",
     )
     parser.add_argument(
         "--grid-step", type=grid_step(), default=0.05, help="threshold grid step of the surface"

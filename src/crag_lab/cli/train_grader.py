@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="save the model even if it does not beat the built-in features held out",
+        help="save the model even if it does not beat similarity (the default) held out",
     )
     add_context_flags(parser)
 
@@ -137,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"  {'grader':<42} {'AUC':>6} {'accuracy':>8} {'pairs/s':>8}")
     default_scores = grader.model.predict(data.x).tolist()
     builtin_auc = roc_auc(default_scores, labels)
-    print(_line("similarity (on these pairs)", roc_auc(data.x[:, 0].tolist(), labels), None, None))
+    # what crag grades with when nothing is trained: plain similarity
+    similarity_auc = roc_auc(data.x[:, 0].tolist(), labels)
+    print(_line("similarity, the default (on these pairs)", similarity_auc, None, None))
     print(
         _line(
             "built-in features (on these pairs)",
@@ -174,19 +176,20 @@ def run(args: argparse.Namespace) -> int:
     if args.no_save:
         return 0
     # Pairs generated from a library are noisy labels: a model fitted to them can rank
-    # worse than the built-in weights. Keep it only if it beats them on held-out folds.
+    # worse than the default grader. Keep it only if it beats it on held-out folds.
     if cv is None and not args.force:
         print(
             "not saved: without cross-validation (--cv 0, or fewer questions than folds) "
-            "nothing shows the trained model ranks better than the built-in features; "
+            "nothing shows the trained model ranks better than similarity, the default; "
             "--force saves it anyway"
         )
         return 0
-    if cv and builtin_auc is not None and (cv["auc"] or 0.0) <= builtin_auc and not args.force:
+    beat = similarity_auc
+    if cv and beat is not None and (cv["auc"] or 0.0) <= beat and not args.force:
         print(
-            f"not saved: held out, the trained model ranks no better than the built-in "
-            f"features (AUC {cv['auc']:.3f} vs {builtin_auc:.3f}), so crag keeps grading with "
-            "those; --force saves it anyway"
+            f"not saved: held out, the trained model ranks no better than similarity, the "
+            f"default (AUC {cv['auc']:.3f} vs {beat:.3f}), so crag keeps grading with it; "
+            "--force saves it anyway"
         )
         return 0
     metadata = {
