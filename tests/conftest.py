@@ -101,6 +101,30 @@ def _take_watched() -> dict[str, Any] | None:
     return taken
 
 
+#: The test files that take longest (model loads, ingesting dev books, the README's
+#: commands), started first: two processes then finish together instead of one running
+#: the last long file alone.
+LONGEST_FIRST = (
+    "integration/test_crag_graph.py",
+    "integration/test_readme.py",
+    "integration/test_openai_server.py",
+    "integration/test_local_llm.py",
+    "integration/test_ingest_retrieval.py",
+    "integration/test_eval_libraries.py",
+    "integration/test_train_grader.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.path.as_posix()
+        return next(
+            (i for i, f in enumerate(LONGEST_FIRST) if path.endswith(f)), len(LONGEST_FIRST)
+        )
+
+    items.sort(key=rank)  # stable: each file's tests keep their order
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Each phase's report carries what the phase recorded (reliability tally, log records
