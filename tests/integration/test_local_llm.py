@@ -203,7 +203,7 @@ def test_the_local_model_streams_the_answer_token_by_token(sample_home) -> None:
     require_module("xllamacpp", LOCAL)
     from crag import ask, graph
 
-    ctx = Context(home=sample_home, threads=2, external="none", max_answer_tokens=96)
+    ctx = Context(home=sample_home, threads=2, external="none", max_answer_tokens=48)
     question = "How many requests per minute may one Lumen access token make?"
 
     async def generate_chunks() -> int:
