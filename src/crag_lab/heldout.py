@@ -12,7 +12,7 @@ things within one library.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,12 +39,11 @@ THRESHOLDED = ("crag", "crag-relevance", "similarity", "features")
 
 @dataclass(frozen=True)
 class Variant:
-    """A system as the protocol runs it: its label, settings of its own, and the grader
-    features its weights are fitted without (an ablation)."""
+    """A system as the protocol runs it: its label and settings of its own (an
+    ablation switches a mechanism off through them)."""
 
     label: str
     overrides: Mapping[str, Any] = field(default_factory=dict)
-    drop: Collection[str] = ()
 
     def context(self, ctx: Context) -> Context:
         return system_context(self.label, ctx).with_overrides(**self.overrides)
@@ -88,7 +87,7 @@ async def fit_variant(
         if not pairs:
             raise ValueError(f"no labelled pairs in {', '.join(names)} to fit the grader on")
         data = fit.featurize(FeatureGrader(embeddings_for(vctx)), pairs)
-        model = fit.train(data, variant.drop)
+        model = fit.train(data)
         path = save_trained_grader(
             vctx,
             model.to_dict(),
@@ -96,7 +95,6 @@ async def fit_variant(
                 "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "fitted_on": names,
                 "pairs": len(pairs),
-                "dropped_features": sorted(variant.drop),
             },
             path=out / f"grader-{_slug(variant.label)}-on-{'+'.join(names)}.json",
         )

@@ -1,8 +1,8 @@
 """`crag ablate [NAME=]FOLDER [NAME=]FOLDER ...`: each of crag's mechanisms switched off
 alone, measured held out by library.
 
-Every variant is fitted on the other libraries (grader weights without the features it
-lacks, thresholds with the mechanism off) and measured on each library in turn, beside
+Every variant is fitted on the other libraries (its grader's weights where it has any,
+thresholds with the mechanism off) and measured on each library in turn, beside
 crag as it is. A mechanism pays for itself when switching it off costs decision quality
 or verdict accuracy on a library it was not designed on.
 """
