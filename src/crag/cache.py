@@ -135,7 +135,7 @@ def worth_keeping(result: Mapping[str, Any], ctx: Context) -> bool:
 def scope(ctx: Context) -> str:
     """The knobs an answer depends on, as one key (a retrained grader changes it too)."""
     knobs: dict[str, Any] = {name: getattr(ctx, name) for name in ANSWER_KNOBS}
-    if ctx.grader in ("auto", "trained"):
+    if ctx.grader in ("auto", "offline", "trained", "cascade"):
         try:
             knobs["trained"] = model_path(ctx).stat().st_mtime_ns
         except OSError:

@@ -190,10 +190,11 @@ class Context:
     grader: str = field(
         default="auto",
         metadata={
-            "description": "`auto` (the trained grader if `crag train-grader` saved one, "
-            "else embedding similarity), `similarity`, `features` (the feature evaluator), "
-            "`cascade` (auto, then the LLM judge for the uncertain band), `judge`, or "
-            "`trained`."
+            "description": "`auto` (`offline`; with a chat model on a server, openai:<model>, "
+            "as judge_model or chat_model: `cascade`), `offline` (the trained grader if "
+            "`crag train-grader` saved one, else embedding similarity), `similarity`, "
+            "`features` (the feature evaluator), `cascade` (offline, then the LLM judge for "
+            "the uncertain band), `judge`, or `trained`."
         },
     )
     judge_model: str | None = field(

@@ -205,3 +205,10 @@ def printable(text: str, *, one_line: bool = False) -> str:
     """
     pattern = _ANY_CONTROL if one_line else _CONTROL
     return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def brief(text: object, limit: int = 160) -> str:
+    """One short line of any text (an error that quotes a whole reply): its first line,
+    cut at `limit` characters, for a log warning a person can read."""
+    first = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return first if len(first) <= limit else first[: limit - 1] + "…"

@@ -7,6 +7,7 @@ is crag's own routing, grading, refinement and citation, not a model's prose.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -223,6 +224,9 @@ def test_tavily_failure_is_recorded_and_the_run_goes_on(
 @pytest.fixture
 def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI(reply="The bias-variance trade-off balances two errors [1].").start()
+    # these tests are about the answer step: with a server's chat model, grader=auto
+    # would let this fake (which says "yes" to everything) judge the chunks too
+    monkeypatch.setenv("CRAG_GRADER", "offline")
     monkeypatch.setenv("OPENAI_API_KEY", fake.api_key)
     monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
@@ -299,14 +303,19 @@ def test_a_reply_that_is_not_json_falls_back_to_cited_passages(
 
 
 def test_a_reply_cut_off_in_a_loop_answers_with_its_finished_sentences(
-    dev_home: Path, openai_server: FakeOpenAI
+    dev_home: Path, openai_server: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
     openai_server.json_replies, openai_server.finish_reason = False, "length"
     openai_server.reply = '{"answer": "It balances bias and variance [1]. It costs [1] [2] [7] [8'
-    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    with caplog.at_level(logging.WARNING, logger="crag"):
+        result = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
     assert result["answer"] == "It balances bias and variance [1]."
     assert result["answered"] is True and [c["n"] for c in result["citations"]] == [1]
     assert "finished sentences" in result["state"]["path"][-1]["detail"]
+    # the client's error quotes the whole cut reply: the warning is one short line of it
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "crag.nodes.generate"]
+    assert warning.startswith("chat model failed (") and "\n" not in warning
+    assert len(warning) < 300, warning
 
 
 def test_a_model_query_that_is_not_the_question_is_replaced_by_its_keywords(

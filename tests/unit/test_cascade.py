@@ -407,7 +407,7 @@ def test_a_clear_winner_takes_the_fast_path_without_the_llm_judge(
     out, built = _grade(monkeypatch, "What is dropout?", [0.3, 0.9, 0.5], grader="judge")
     assert out["route"] == "fast" and out["verdict"] == "correct"
     assert [d["id"] for d in out["good_docs"]] == ["d1"]  # the winner alone is refined
-    assert built == ["auto"]  # the judge was never asked
+    assert built == ["offline"]  # the judge was never asked
     assert "fast path" in out["path"][0]["detail"]
 
 
@@ -415,7 +415,7 @@ def test_no_clear_winner_or_a_complex_question_takes_the_full_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out, built = _grade(monkeypatch, "What is dropout?", [0.85, 0.9, 0.5], grader="judge")
-    assert out["route"] == "full" and built == ["auto", "judge"]
+    assert out["route"] == "full" and built == ["offline", "judge"]
     assert {d["id"] for d in out["good_docs"]} == {"d0", "d1"}
     out, _ = _grade(monkeypatch, "What was new in dropout in 2023?", [0.3, 0.9, 0.5])
     assert out["route"] == "full" and "time-sensitive" in out["path"][0]["detail"]

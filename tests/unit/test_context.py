@@ -37,7 +37,7 @@ def test_env_values_are_typed_and_checked(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(ValueError, match="CRAG_EXTERNAL"):
         checked(Context())
     monkeypatch.delenv("CRAG_EXTERNAL")
-    with pytest.raises(ValueError, match=r"grader='judgee'.*auto, features"):
+    with pytest.raises(ValueError, match=r"grader='judgee'.*auto, offline, features"):
         checked(Context(grader="judgee"))
     assert checked(Context(chat_model="extractive", embeddings="openai:x")).k == 5
 

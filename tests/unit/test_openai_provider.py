@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, fake_vector
 
+from crag.cli.main import build_parser
+from crag.cli.options import context_from_args
 from crag.context import Context
 from crag.errors import ProviderError
+from crag.grading.cascade import CascadeGrader
+from crag.grading.registry import make_grader, make_strip_grader, uses_llm, without_llm
+from crag.grading.similarity import SimilarityGrader
 from crag.models.chat import make_chat_model
 from crag.models.embeddings import make_embeddings
 
@@ -70,3 +77,61 @@ def test_bad_specs() -> None:
         make_chat_model("extractive", Context())
     with pytest.raises(ProviderError):
         make_chat_model("openai:", Context())
+
+
+def test_auto_lets_a_server_model_judge_the_uncertain_band(
+    fake: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """grader=auto is the cascade when the judge would be a model on a server: the
+    passages similarity is unsure of are judged there, strips never are."""
+    ctx = Context(home=tmp_path, chat_model="openai:test-model", chat_timeout_s=5)
+    assert uses_llm(ctx)
+    grader = make_grader(ctx, library=True)
+    assert isinstance(grader, CascadeGrader) and isinstance(grader.first, SimilarityGrader)
+    question = "How does dropout regularize a network?"
+    passages = ["Dropout zeroes random activations during training.", "Paris is in France."]
+    first = asyncio.run(grader.first.ascore(question, passages))
+    band = [i for i, s in enumerate(first) if ctx.cascade_low <= s < ctx.cascade_high]
+    assert band, first  # at least one passage the judge must settle
+    before = len(fake.requests)
+    scores = asyncio.run(grader.ascore(question, passages))
+    assert len(fake.requests) - before == len(band)
+    assert all(scores[i] != first[i] for i in band)
+    assert all(scores[i] == first[i] for i in range(len(passages)) if i not in band)
+    strips = make_strip_grader(ctx)
+    assert isinstance(strips, SimilarityGrader)
+    asyncio.run(strips.ascore(question, passages))
+    assert len(fake.requests) - before == len(band)  # no strip reached the server
+
+
+@pytest.mark.parametrize(
+    ("chat_model", "judge_model", "cascade"),
+    [
+        ("extractive", None, False),
+        ("local", None, False),  # the small local model is not asked to judge by default
+        ("extractive", "openai:judge", True),
+        ("openai:test-model", "local", False),  # the judge named is the local model
+    ],
+)
+def test_auto_is_the_cascade_only_with_a_server_judge(
+    fake: FakeOpenAI, tmp_path: Path, chat_model: str, judge_model: str | None, cascade: bool
+) -> None:
+    ctx = Context(home=tmp_path, chat_model=chat_model, judge_model=judge_model)
+    assert uses_llm(ctx) is cascade
+    if not cascade:  # built without loading any chat model
+        assert isinstance(make_grader(ctx, library=True), SimilarityGrader)
+    assert without_llm(ctx).grader == ("offline" if cascade else "auto")
+
+
+def test_no_llm_grades_offline_whatever_the_settings_say(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAG_JUDGE_MODEL", "openai:judge")
+    for grader in ([], ["--grader", "cascade"], ["--grader", "judge"]):
+        args = build_parser().parse_args(["ask", "What is dropout?", *grader, "--no-llm"])
+        ctx = context_from_args(args)
+        assert ctx.chat_model == "extractive" and ctx.grader == "offline" and not uses_llm(ctx)
+    args = build_parser().parse_args(
+        ["ask", "What is dropout?", "--grader", "features", "--no-llm"]
+    )
+    assert context_from_args(args).grader == "features"

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from crag.context import Context
-from crag.grading.registry import GRADERS
+from crag.grading.registry import GRADERS, without_llm
 from crag.graph import checked
 from crag.retrieval.external import SOURCES
 
@@ -139,6 +139,7 @@ def context_from_args(args: argparse.Namespace) -> Context:
     overrides |= {dest: getattr(args, dest, None) for _, dest, _ in _SWITCHES}
     if getattr(args, "no_llm", False):
         overrides["chat_model"] = "extractive"
-        if overrides.get("grader") in ("cascade", "judge"):
-            overrides["grader"] = "auto"  # the grader needs no LLM either
-    return checked(Context().with_overrides(**overrides))
+    ctx = Context().with_overrides(**overrides)
+    if getattr(args, "no_llm", False):
+        ctx = without_llm(ctx)  # the grader asks no LLM either
+    return checked(ctx)

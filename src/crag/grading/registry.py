@@ -18,7 +18,7 @@ from crag.grading.features import FeatureGrader
 from crag.grading.judge import JudgeGrader
 from crag.grading.similarity import SimilarityGrader
 from crag.grading.trained import load_trained_grader
-from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.models.chat import EXTRACTIVE, judges_by_default, make_chat_model
 from crag.models.embeddings import embeddings_for
 from crag.registry import Registry
 
@@ -29,9 +29,20 @@ GRADERS: Registry[Factory] = Registry("grader")
 
 
 @GRADERS.register(
-    "auto", "the trained grader if `crag train-grader` saved one, else embedding similarity"
+    "auto",
+    "offline; with a chat model on a server (openai:<model>) as judge_model or chat_model, "
+    "the cascade: that model judges the uncertain band",
 )
 def _auto(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    if judges_by_default(ctx.judge_model or ctx.chat_model):
+        return _cascade(ctx, embeddings, library)
+    return _offline(ctx, embeddings, library)
+
+
+@GRADERS.register(
+    "offline", "the trained grader if `crag train-grader` saved one, else embedding similarity"
+)
+def _offline(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     # Held out by library, plain similarity decides better than the feature grader with
     # weights fitted on another library (docs/evaluation.md): it has nothing to fit.
     trained = load_trained_grader(ctx, embeddings, library=library)
@@ -65,19 +76,23 @@ def _judge(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrad
     return JudgeGrader(make_chat_model(spec, ctx), max_concurrency=1 if spec == "local" else 4)
 
 
-@GRADERS.register("cascade", "auto for clear cases, the LLM judge for the uncertain band")
+@GRADERS.register("cascade", "offline for clear cases, the LLM judge for the uncertain band")
 def _cascade(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     judge = _judge(ctx, embeddings, library)
-    first = _auto(ctx, embeddings, library)
+    first = _offline(ctx, embeddings, library)
     return CascadeGrader(first, judge, ctx.cascade_low, ctx.cascade_high)
 
 
-#: Graders that ask a chat model (and so can fail when its server does).
-LLM_GRADERS = ("judge", "cascade")
+def uses_llm(ctx: Context) -> bool:
+    """Whether the run's grader asks a chat model (and so can fail when its server does)."""
+    return ctx.grader in ("judge", "cascade") or (
+        ctx.grader == "auto" and judges_by_default(ctx.judge_model or ctx.chat_model)
+    )
 
-#: Strips are never sent to the LLM judge (a question has dozens of them, and the judge
-#: costs about a second each): an LLM grader's strips get its cheap stand-in.
-STRIP_STAND_IN = {"judge": "auto", "cascade": "auto"}
+
+def without_llm(ctx: Context) -> Context:
+    """`ctx` grading with no chat model: the offline grader where its grader asks one."""
+    return ctx.with_overrides(grader="offline") if uses_llm(ctx) else ctx
 
 
 def _build(ctx: Context, name: str, library: bool = False) -> RelevanceGrader:
@@ -92,5 +107,7 @@ def make_grader(ctx: Context, *, library: bool) -> RelevanceGrader:
 
 
 def make_strip_grader(ctx: Context) -> RelevanceGrader:
-    """The grader that scores a question's strips in refinement."""
-    return _build(ctx, STRIP_STAND_IN.get(ctx.grader, ctx.grader))
+    """The grader that scores a question's strips in refinement. Never the LLM judge: a
+    question has dozens of strips, and the judge costs about a second each."""
+    offline = without_llm(ctx)
+    return _build(offline, offline.grader)

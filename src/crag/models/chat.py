@@ -56,6 +56,17 @@ def _openai(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
 
 SPEC_FORMS = "`local` (Qwen2.5-Coder-1.5B GGUF via llama.cpp) or `openai:<model>`"
 
+#: Chat models capable enough that `grader=auto` asks them to judge the passages the
+#: embedding grader is unsure of (a server's model); the small local one is not asked.
+JUDGES_BY_DEFAULT = frozenset({"openai"})
+
+
+def judges_by_default(spec: str | None) -> bool:
+    """Whether `spec` names a chat model that `grader=auto` lets judge."""
+    spec = (spec or "").strip()
+    return spec != EXTRACTIVE and spec.partition(":")[0] in JUDGES_BY_DEFAULT
+
+
 _CACHE: dict[tuple[object, ...], BaseChatModel] = {}
 _CACHE_LOCK = threading.Lock()
 

@@ -28,7 +28,7 @@ from crag.grading.coverage import library_texts, missing_terms, sentence_key
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Citation, DeclineReason, Passage, State, Strip
-from crag.text import split_sentences
+from crag.text import brief, split_sentences
 
 log = logging.getLogger(__name__)
 
@@ -334,20 +334,22 @@ async def draft(
             messages
         )
     except ValueError as exc:  # a client that parses the JSON itself (pydantic) and raises
-        log.warning("chat model reply is not the JSON asked for: %s", exc)
+        log.warning("chat model reply is not the JSON asked for: %s", brief(exc))
         return fallback("The language model's reply could not be read", "unreadable reply")
     except Exception as exc:  # timeout, HTTP error, context overflow: still answer
-        log.warning("chat model failed (%s); answering with the best passages", exc)
         name = type(exc).__name__
+        log.warning(
+            "chat model failed (%s: %s); answering with the best passages", name, brief(exc)
+        )
         # an OpenAI client raises on a reply cut at the token limit, and keeps the reply
         cut = getattr(getattr(exc, "completion", None), "choices", None) or [None]
         raw = str(getattr(getattr(cut[0], "message", None), "content", "") or "")
         return fallback(f"The language model failed: {name}", f"model failed ({name})", raw)
     parsed = reply.get("parsed") if isinstance(reply, dict) else None
     if not isinstance(parsed, prompts.Reply):
-        log.warning("chat model reply is not the JSON asked for: %r", reply)
         message = reply.get("raw") if isinstance(reply, dict) else None
         content = str(getattr(message, "content", "") or "")
+        log.warning("chat model reply is not the JSON asked for: %r", brief(content))
         return fallback("The language model's reply could not be read", "unreadable reply", content)
     if not parsed.found or not parsed.answer.strip():
         return None, "model found no answer"
@@ -375,7 +377,7 @@ async def grounded(
     try:
         reply = await model.with_structured_output(prompts.Grounding).ainvoke(messages)
     except Exception as exc:  # unreadable reply, timeout: the answer stands unchecked
-        log.warning("grounding check failed (%s); answer kept unchecked", exc)
+        log.warning("grounding check failed (%s); answer kept unchecked", brief(exc))
         return answer, 0, f"grounding check failed ({type(exc).__name__})"
     verdicts = reply.supported if isinstance(reply, prompts.Grounding) else []
     if len(verdicts) != len(sentences):

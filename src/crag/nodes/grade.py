@@ -18,7 +18,7 @@ from crag.errors import ProviderError
 from crag.grading.constraints import Constraint, check, when
 from crag.grading.coverage import coverage_gaps, times_named
 from crag.grading.decompose import Split, decompose, rule_parts
-from crag.grading.registry import LLM_GRADERS, make_grader
+from crag.grading.registry import make_grader, uses_llm, without_llm
 from crag.grading.route import complexity
 from crag.grading.verdict import decide, fast_winner
 from crag.nodes.trail import context_of, note, recorded
@@ -35,9 +35,9 @@ async def scored_by(ctx: Context, question: str, texts: list[str]) -> tuple[list
     try:
         return await grader.ascore(question, texts), grader.name
     except ProviderError as exc:
-        if ctx.grader not in LLM_GRADERS:
+        if not uses_llm(ctx):
             raise
-        stand_in = make_grader(ctx.with_overrides(grader="auto"), library=True)
+        stand_in = make_grader(without_llm(ctx), library=True)
         scores = await stand_in.ascore(question, texts)
         return scores, f"{stand_in.name} ({exc})"
 
@@ -119,7 +119,7 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
     split = await decompose(question, ctx) if ctx.decompose else Split([], "off")
     reasons = complexity(question, split.parts)
     # the fast check uses the cheap grader: a clear winner spares the LLM judge
-    cheap = ctx.with_overrides(grader="auto") if ctx.grader in LLM_GRADERS else ctx
+    cheap = without_llm(ctx)
     (every, name), never = await asyncio.gather(
         scored_by(cheap, question, [d["text"] for d in candidates]),
         coverage_gaps(question, ctx),
