@@ -273,19 +273,12 @@ class Context:
             "each retrieved and graded on its own."
         },
     )
-    max_retries: int = field(
-        default=1,
-        metadata={
-            "description": "Library re-retrievals with a reformulated query before an "
-            "external source is asked (0: straight to the external source)."
-        },
-    )
     sources: str = field(
-        default="library,sql,external",
+        default="sql,external",
         metadata={
             "description": "Where the web path looks, in order, stopping once the results "
-            "suffice: `library` (re-retrieval), `sql` (sql_path), `external` (the source "
-            "named by `external`), or a source's own name."
+            "suffice: `sql` (sql_path), `external` (the source named by `external`), or a "
+            "source's own name."
         },
     )
     sql_path: Path | None = field(
@@ -566,17 +559,15 @@ class Context:
         ):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
-        for name in ("max_answer_tokens", "threads", "chunk_overlap", "max_retries"):
+        for name in ("max_answer_tokens", "threads", "chunk_overlap"):
             if getattr(self, name) < 0:
                 raise bad(name, "must be >= 0")
         if self.lower > self.upper:
             raise bad("lower", f"must not exceed upper={self.upper}")
         if self.cascade_low > self.cascade_high:
             raise bad("cascade_low", f"must not exceed cascade_high={self.cascade_high}")
-        if self.max_retries > 5:
-            raise bad("max_retries", "must be 0-5 (each retry is a library search)")
         if not [s for s in self.sources.split(",") if s.strip()]:
-            raise bad("sources", "must name at least one source, e.g. library,external")
+            raise bad("sources", "must name at least one source, e.g. sql,external")
         if self.sql_path is not None:
             self.sql_path = Path(self.sql_path).expanduser()
         if self.grader_file is not None:

@@ -233,22 +233,12 @@ def route_of(record: Mapping[str, Any]) -> str:
 
 
 def asked_outside(record: Mapping[str, Any]) -> bool:
-    """Whether a run asked an external source: a web path step other than searching
-    the library again (systems without the cascade: whether they wrote a web query)."""
+    """Whether a run asked an external source: a web path step other than a database
+    (systems without the web path's sources: whether they wrote a web query)."""
     searched = record.get("searched")
     if searched is None:
         return bool(record.get("web_query"))
-    return any(
-        not entry.startswith(("library:", "sql:")) and "skipped" not in entry for entry in searched
-    )
-
-
-def saved_by_library(record: Mapping[str, Any]) -> bool:
-    """A web path that the library's re-retrieval closed before any external source."""
-    searched = record.get("searched") or []
-    return any(e.startswith("library:") and "results" in e for e in searched) and not asked_outside(
-        record
-    )
+    return any(not entry.startswith("sql:") and "skipped" not in entry for entry in searched)
 
 
 def conflict_metrics(
@@ -405,7 +395,6 @@ def system_metrics(
         ),
         "declines_by_reason": declines_by_reason([q for q, _ in ok], [r for _, r in ok]),
         "web_search_rate": _rate([asked_outside(r) for _, r in ok]),
-        "library_saves": sum(saved_by_library(r) for _, r in ok),
         "conflicts": conflict_metrics([q for q, _ in ok], [r for _, r in ok]),
         "compression": {
             "context_tokens": sum(context_tokens),

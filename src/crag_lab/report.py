@@ -93,7 +93,6 @@ def systems_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
             "web search rate, library questions",
             lambda m: m["by_category"]["internal"]["web_search_rate"],
         ),
-        row("web calls saved by the library", lambda m: m.get("library_saves")),
         row("compression (context/retrieved)", lambda m: m["compression"]["ratio"]),
         row(
             "context tokens / question",

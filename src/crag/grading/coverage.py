@@ -142,19 +142,6 @@ class LibraryIndex:
                     words.update(word.split("-"))
                     words.add(word.replace("-", ""))
         self.words = frozenset(words)
-        self.abbreviations = _abbreviations(texts)
-
-    def expansions(self, question: str) -> list[str]:
-        """What the library calls the question's abbreviations and long forms: "NMF"
-        is also "non-negative matrix factorization" where a book defines it so."""
-        found = []
-        low = normalize(question).lower()
-        for short, long in self.abbreviations.items():
-            if re.search(rf"(?<![\w-]){re.escape(short)}s?(?![\w-])", question):
-                found.append(long)
-            elif long in low:
-                found.append(short)
-        return [f for f in dict.fromkeys(found) if f.lower() not in low]
 
     def without_front_matter(self, text: str, source: str) -> str:
         """`text` without the title block of document `source`, if it opens with it."""
@@ -204,33 +191,6 @@ class LibraryIndex:
         return max((len(pattern.findall(t)) for t in self.texts), default=0)
 
 
-# "stochastic gradient descent (SGD)": a long form and, in brackets, its initials.
-_DEFINED = re.compile(r"((?:[A-Za-z][\w'-]*\s+){1,7})\(([A-Z][A-Za-z]{1,7}?)s?\)")
-
-
-def _abbreviations(texts: Iterable[str]) -> dict[str, str]:
-    """The abbreviations a library defines, as {"SGD": "stochastic gradient descent"}:
-    a bracketed short form whose capitals are the initials of the words before it."""
-    found: dict[str, str] = {}
-    for text in texts:
-        if "(" not in text:
-            continue
-        for match in _DEFINED.finditer(normalize(text)):
-            short = match.group(2)
-            initials = [c.lower() for c in short if c.isupper()]
-            words = match.group(1).split()
-            for n in range(len(initials), len(words) + 1):
-                tail = words[len(words) - n :]
-                if [w[0].lower() for w in tail] == initials or [
-                    p[0].lower() for w in tail for p in w.split("-") if p
-                ] == initials:
-                    found.setdefault(short, " ".join(tail).lower())
-                    break
-                if n > len(initials):
-                    break
-    return found
-
-
 _INDEXES: dict[tuple[str, str, str, str], LibraryIndex] = {}
 _INDEXES_LOCK = threading.Lock()
 
@@ -276,11 +236,6 @@ def missing_terms(ctx: Context, collection: str, wanted: Sequence[str]) -> list[
 def library_texts(ctx: Context, collection: str) -> list[str]:
     """Every chunk of the tenant's part of the collection, in normal form, lower case."""
     return library_index(ctx, collection).texts
-
-
-def expansions(ctx: Context, collection: str, question: str) -> list[str]:
-    """The library's own long forms of the question's abbreviations, and the reverse."""
-    return library_index(ctx, collection).expansions(question)
 
 
 async def coverage_gaps(question: str, ctx: Context) -> list[str]:

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from crag import prompts
 from crag.context import Context
-from crag.grading.queries import with_constraints
+from crag.grading.constraints import check, constraints, when
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.redact import redact, without_masked
@@ -22,6 +22,14 @@ from crag.state import State
 from crag.text import content_words, keyword_query
 
 log = logging.getLogger(__name__)
+
+
+def with_constraints(query: str, question: str, *, names: bool = True) -> str:
+    """The query, plus any year, date, version (and, with `names`, specific name) of the
+    question it dropped: a search that loses "2023" finds every year's results."""
+    asked = constraints(question) if names else when(question)
+    missing = [c.value for c in check(asked, [query]).unmet]
+    return " ".join([query, *missing]).strip()
 
 
 def clean_query(raw: str) -> str:

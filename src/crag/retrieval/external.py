@@ -92,7 +92,7 @@ class TavilySearch:
 
 class CollectionSearch:
     """A Chroma collection as a source: the offline stand-in for the web
-    (external=local), or the library itself, searched again with a reformulated query.
+    (external=local).
 
     Queried with each query given (the rewritten one and the question or its parts),
     since an embedding index, unlike a keyword engine, often does better with the
@@ -176,14 +176,8 @@ def _none(ctx: Context) -> ExternalSearch:
     return NoSearch()
 
 
-#: Sources of the web path that are not an `external` choice: the library searched
-#: again, and a database.
+#: Sources of the web path that are not an `external` choice: a database.
 FALLBACKS: Registry[Callable[[Context], ExternalSearch]] = Registry("source")
-
-
-@FALLBACKS.register("library", "the library again, with a reformulated query (max_retries)")
-def _library(ctx: Context) -> ExternalSearch:
-    return CollectionSearch(ctx, ctx.collection, "library", "library")
 
 
 @FALLBACKS.register("sql", "a SQLite database (sql_path) for structured questions")
@@ -195,14 +189,14 @@ def _sql(ctx: Context) -> ExternalSearch:
 
 def source_names(ctx: Context) -> list[str]:
     """The web path's sources in order; `external` is the one `ctx.external` names.
-    A source that cannot run here (sql with no database, no retries) is left out."""
+    A source that cannot run here (sql with no database) is left out."""
     names = []
     for raw in ctx.sources.split(","):
         name = ctx.external if raw.strip() == "external" else raw.strip()
         if name not in FALLBACKS and name not in SOURCES:
             known = ", ".join(["external", *FALLBACKS.names(), *SOURCES.names()])
             raise ProviderError(f"sources={ctx.sources!r}: unknown source {name!r}; use {known}")
-        if (name == "sql" and ctx.sql_path is None) or (name == "library" and not ctx.max_retries):
+        if name == "sql" and ctx.sql_path is None:
             continue
         if name not in names:
             names.append(name)

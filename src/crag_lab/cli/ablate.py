@@ -33,7 +33,6 @@ MECHANISMS: dict[str, Variant] = {
     "constraint check (answer)": Variant("crag/no-constraint-check", {"verify": False}),
     "decomposition": Variant("crag/no-decomposition", {"decompose": False}),
     "fast path": Variant("crag/no-fast-path", {"fast_path": False}),
-    "cascade re-retrieval": Variant("crag/no-re-retrieval", {"max_retries": 0}),
     # the default grader is plain similarity: its alternative is the feature evaluator
     # (answer types, consensus and lift over the batch, weights fitted held out)
     "similarity grading (the feature evaluator instead)": Variant(
