@@ -1,4 +1,4 @@
-"""Every README code block runs as written.
+"""Every code block of the README and of docs/ runs as written.
 
 Python blocks run in a fresh interpreter; shell blocks run line by line with `bash`.
 They run in the test's temporary folder, laid out as a checkout: the repository's files
@@ -32,8 +32,19 @@ from fake_tavily import FakeTavily
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
-README = (REPO / "README.md").read_text()
-BLOCKS = re.findall(r"^```(python|bash)\n(.*?)^```", README, flags=re.S | re.M)
+#: The README, then docs/ in an order where each file's commands find what the ones
+#: before ingested.
+DOCUMENTS = [
+    REPO / "README.md",
+    *(REPO / "docs" / n for n in ("operations.md", "architecture.md", "evaluation.md")),
+]
+BLOCKS = [
+    (kind, block)
+    for document in DOCUMENTS
+    for kind, block in re.findall(
+        r"^```(python|bash)\n(.*?)^```", document.read_text(), flags=re.S | re.M
+    )
+]
 EXEMPT = re.compile(r"^\s*(make\b|crag (eval|tune|train-grader)\b)")
 TMP = re.compile(r"(?<![\w.~/-])/tmp/")
 
@@ -79,9 +90,10 @@ def readme_env(workspace: Path) -> Iterator[dict[str, str]]:
         }
 
 
-def test_the_readme_has_code_to_run() -> None:
+def test_the_readme_has_code_to_run_and_every_doc_is_run() -> None:
     kinds = [kind for kind, _ in BLOCKS]
     assert "python" in kinds and "bash" in kinds
+    assert set(DOCUMENTS[1:]) == set((REPO / "docs").glob("*.md"))
 
 
 def test_every_readme_block_runs_as_written(workspace: Path, readme_env: dict[str, str]) -> None:
