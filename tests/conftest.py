@@ -211,7 +211,7 @@ def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A `chroma run` server on loopback for the module's tests; its URL."""
     from processes import chroma_server
 
-    from crag.retrieval.library import forget_clients
+    from crag.retrieval.clients import forget_clients
 
     try:
         with chroma_server(tmp_path_factory.mktemp("chroma_server")) as url:

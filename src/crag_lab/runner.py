@@ -18,7 +18,8 @@ from crag.api import aask
 from crag.context import Context
 from crag.errors import CragError
 from crag.grading.registry import make_grader
-from crag.retrieval.library import get_collection, open_client, retrieve
+from crag.retrieval.clients import get_collection, open_client
+from crag.retrieval.library import retrieve
 from crag_lab.baselines import BASELINES
 from crag_lab.dataset import Pair, Question
 from crag_lab.progress import Bar

@@ -11,7 +11,8 @@ from processes import free_port
 from crag.cli.main import main
 from crag.context import Context
 from crag.errors import StoreError
-from crag.retrieval.library import describe, open_client, retrieve
+from crag.retrieval.clients import open_client
+from crag.retrieval.library import describe, retrieve
 
 
 def test_ingest_and_query_through_the_server(

@@ -25,7 +25,7 @@ from crag.ingest.chunking import chunk_pages
 from crag.ingest.indexer import chunk_id, discover, ingest_path
 from crag.ingest.loaders import load_document
 from crag.ingest.progress import Progress, format_summary
-from crag.retrieval.library import get_collection, open_client
+from crag.retrieval.clients import get_collection, open_client
 
 TOPICS = ["gradient descent", "dropout", "attention", "convolution", "kernels", "recurrence"]
 

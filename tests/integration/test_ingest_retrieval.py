@@ -18,7 +18,8 @@ from crag.context import Context
 from crag.ingest.chunking import chunk_pages
 from crag.ingest.indexer import ingest_path
 from crag.ingest.loaders import load_document
-from crag.retrieval.library import get_collection, open_client, retrieve
+from crag.retrieval.clients import get_collection, open_client
+from crag.retrieval.library import retrieve
 
 BOOKS = ["02_multilayer_perceptrons.pdf", "05_natural_language_processing.pdf"]
 # internal questions answered by those two books (dev-theory-090, "all weights 0",

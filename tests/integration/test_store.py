@@ -15,16 +15,9 @@ from crag.context import Context
 from crag.errors import DamagedStore, StoreError
 from crag.grading.coverage import library_index
 from crag.ingest.indexer import ingest_path
-from crag.retrieval.library import (
-    EMBEDDINGS_KEY,
-    describe,
-    drop_collection,
-    get_collection,
-    open_client,
-    retrieve,
-    store_error,
-    to_similarity,
-)
+from crag.retrieval.clients import EMBEDDINGS_KEY, drop_collection, get_collection, open_client
+from crag.retrieval.library import describe, retrieve, to_similarity
+from crag.retrieval.store_errors import store_error
 
 DOCS = {
     "dropout.md": "# Dropout\n\nDropout zeroes out a random fraction of hidden units during "

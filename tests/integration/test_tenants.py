@@ -15,14 +15,11 @@ from crag.context import Context
 from crag.grading.coverage import missing_terms
 from crag.ingest.indexer import ingest_path
 from crag.models.embeddings import make_embeddings
+from crag.retrieval.clients import TENANT_KEY, TENANTS_KEY, get_collection, open_client
 from crag.retrieval.library import (
-    TENANT_KEY,
-    TENANTS_KEY,
     describe,
-    get_collection,
     iter_records,
     library_version,
-    open_client,
     retrieve,
     tenant_records,
     tenant_where,

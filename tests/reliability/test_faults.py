@@ -38,7 +38,8 @@ from crag.cli.main import main
 from crag.context import Context
 from crag.ingest import indexer
 from crag.ingest.indexer import Ingestor, ingest_path
-from crag.retrieval.library import get_collection, iter_records, open_client
+from crag.retrieval.clients import get_collection, open_client
+from crag.retrieval.library import iter_records
 
 TOPICS = ("dropout", "attention", "convolution", "recurrence")
 #: A question the small library cannot answer: verdict incorrect, so the web path runs.

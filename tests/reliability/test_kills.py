@@ -31,7 +31,7 @@ from test_faults import stored, topic_doc, tried, write_library
 
 from crag.context import Context
 from crag.ingest.indexer import ingest_path
-from crag.retrieval.library import get_collection, open_client
+from crag.retrieval.clients import get_collection, open_client
 
 CHUNKING = ("--chunk-size", "300", "--chunk-overlap", "50")
 TOPICS = ("dropout", "attention", "convolution", "recurrence", "kernels")

@@ -39,7 +39,7 @@ from crag.context import Context
 from crag.ingest import indexer
 from crag.ingest.indexer import Ingestor
 from crag.models.embeddings import Remembering
-from crag.retrieval import library
+from crag.retrieval import clients, integrity, library
 
 DIM = 16
 CHUNKING = ["--chunk-size", "100", "--chunk-overlap", "0"]
@@ -109,7 +109,7 @@ def home(clean: tuple[Path, Path], tmp_path: Path) -> Path:
 @pytest.fixture(autouse=True)
 def _fresh_clients() -> Iterator[None]:
     yield
-    library.forget_clients()
+    clients.forget_clients()
 
 
 def segment(home: Path, collection: str = "books") -> Path:
@@ -438,7 +438,7 @@ def test_a_damaged_index_is_refused_before_chroma_loads_it_and_rebuild_repairs_i
     assert "rebuilding 'books': dropped the old one" in rebuild["err"]
     assert after["code"] == 0 and after["err"] == "", after
     ok = stored_ids(rebuilt) == stored_ids(clean_home)
-    assert library.index_problem(segment(rebuilt)) is None
+    assert integrity.index_problem(segment(rebuilt)) is None
     assert len(list((rebuilt / "chroma").iterdir())) == 2  # the damaged folder is gone
     tally("fault", "rebuild of a damaged index equals a clean ingest", ok)
     assert ok

@@ -24,7 +24,8 @@ from crag.api import ask, summary
 from crag.cache import CACHE_FILE
 from crag.context import Context
 from crag.ingest.indexer import ingest_path
-from crag.retrieval.library import forget_clients, tenant_records
+from crag.retrieval.clients import forget_clients
+from crag.retrieval.library import tenant_records
 
 
 def _context(home: Path, tenant: Tenant, url: str | None) -> Context:

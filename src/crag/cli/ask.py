@@ -12,7 +12,7 @@ from typing import Any
 from crag.api import ask, summary
 from crag.cli.options import add_context_flags, context_from_args
 from crag.models.chat import EXTRACTIVE
-from crag.retrieval.library import check_collection_name
+from crag.retrieval.clients import check_collection_name
 from crag.text import printable
 
 NAME = "ask"

@@ -23,7 +23,7 @@ from crag.cli.options import STORE_FIELDS, add_context_flags, context_from_args
 from crag.errors import IngestError, ProviderError, StoreError
 from crag.ingest.indexer import Event, Ingestor
 from crag.ingest.progress import Progress, format_summary
-from crag.retrieval.library import check_collection_name, check_home
+from crag.retrieval.clients import check_collection_name, check_home
 from crag.text import printable
 
 NAME = "ingest"

@@ -50,24 +50,25 @@ from crag.ingest.loaders import (
     sha256_hex,
 )
 from crag.models.embeddings import embeddings_for
-from crag.retrieval.library import (
+from crag.retrieval.clients import (
     TENANT_KEY,
     TENANTS_KEY,
-    adopt_untagged,
     check_home,
-    delete,
     drop_collection,
     get_collection,
+    open_client,
+    set_aside_store,
+)
+from crag.retrieval.integrity import seal, unseal
+from crag.retrieval.library import (
+    adopt_untagged,
+    delete,
     iter_records,
     mark_changed,
-    open_client,
-    seal,
-    set_aside_store,
-    store_error,
-    unseal,
     vectors_by,
     write,
 )
+from crag.retrieval.store_errors import store_error
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
