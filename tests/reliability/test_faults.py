@@ -620,6 +620,7 @@ def test_questions_while_an_ingest_writes_the_same_store(
 
 
 def test_ctrl_c_during_a_question_is_one_line(
+    request: pytest.FixtureRequest,
     ask_home: Path,
     loopback: None,
     monkeypatch: pytest.MonkeyPatch,
@@ -629,6 +630,10 @@ def test_ctrl_c_during_a_question_is_one_line(
     """SIGINT reaches the main thread while the chat model is writing: one line, exit 130."""
     main_thread = threading.main_thread().ident
     assert main_thread is not None
+    # Python's own Ctrl-C handler, even where this suite was started in the background
+    # (a non-interactive shell's `&` makes its jobs ignore SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
 
     def interrupt(handler: BaseHTTPRequestHandler) -> tuple[int, bytes]:
         signal.pthread_kill(main_thread, signal.SIGINT)  # as a terminal's Ctrl-C

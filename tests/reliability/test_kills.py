@@ -74,6 +74,9 @@ class Run:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            # Ctrl-C as a terminal delivers it, even where this suite was started in the
+            # background (a non-interactive shell's `&` makes its jobs ignore SIGINT)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
     def _line(self) -> str:
