@@ -105,10 +105,10 @@ def _take_watched() -> dict[str, Any] | None:
 #: commands), started first: two processes then finish together instead of one running
 #: the last long file alone.
 LONGEST_FIRST = (
-    "integration/test_crag_graph.py",
     "integration/test_readme.py",
-    "integration/test_openai_server.py",
     "integration/test_local_llm.py",
+    "integration/test_crag_graph.py",
+    "integration/test_openai_server.py",
     "integration/test_ingest_retrieval.py",
     "integration/test_eval_libraries.py",
     "integration/test_train_grader.py",
