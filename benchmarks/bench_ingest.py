@@ -44,7 +44,8 @@ def main() -> int:
 
     from crag.context import Context
     from crag.ingest.chunking import chunk_pages
-    from crag.ingest.indexer import discover, ingest_path
+    from crag.ingest.discovery import discover
+    from crag.ingest.indexer import ingest_path
     from crag.ingest.loaders import load_document
     from crag.ingest.progress import Progress
 

@@ -22,7 +22,8 @@ from crag.context import Context
 from crag.errors import IngestError
 from crag.ingest import indexer, loaders
 from crag.ingest.chunking import chunk_pages
-from crag.ingest.indexer import chunk_id, discover, ingest_path
+from crag.ingest.discovery import discover
+from crag.ingest.indexer import chunk_id, ingest_path
 from crag.ingest.loaders import load_document
 from crag.ingest.progress import Progress, format_summary
 from crag.retrieval.clients import get_collection, open_client

@@ -17,7 +17,7 @@ collection are never touched (a rebuild excepted: it drops the whole collection)
 
 `rebuild` drops the collection first (without letting Chroma load a damaged index;
 a store whose database is unreadable is moved aside) and ingests everything again.
-A run that ends normally records the collection's index files (`library.seal`), so
+A run that ends normally records the collection's index files (`integrity.seal`), so
 that a later damage is caught before Chroma loads them.
 """
 
@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
@@ -40,15 +39,15 @@ from crag.errors import CragError, DamagedStore, IngestError, StoreError
 from crag.filelock import LockBusy, exclusive
 from crag.grading.confidence import detect_kind
 from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
+from crag.ingest.discovery import discover
 from crag.ingest.loaders import (
-    SUPPORTED,
     LoadedDocument,
     LoadError,
-    kind_of,
     load_document,
     read_bytes,
     sha256_hex,
 )
+from crag.ingest.summary import FileReport, IngestSummary
 from crag.models.embeddings import embeddings_for
 from crag.retrieval.clients import (
     TENANT_KEY,
@@ -78,155 +77,11 @@ log = logging.getLogger(__name__)
 
 Event = dict[str, Any]
 EventHandler = Callable[[Event], None]
-Status = Literal["indexed", "updated", "resumed", "unchanged", "failed"]
 
 #: Chunks embedded and written per Chroma call: small enough for smooth progress
 #: and little lost work on a crash, large enough to keep the model busy.
 BATCH_SIZE = 64
 _SCAN_PAGE = 5000
-
-
-@dataclass
-class FileReport:
-    source: str
-    status: Status
-    reason: str = ""
-    pages: int = 0
-    chunks: int = 0  # chunks of the file's current version
-    embedded: int = 0  # chunks sent to the embedding model
-    reused: int = 0  # chunks whose vector was already in the collection
-    deleted: int = 0  # chunks of older or partial versions removed
-    seconds: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class IngestSummary:
-    root: str
-    collection: str
-    tenant: str = DEFAULT_TENANT
-    files: list[FileReport] = field(default_factory=list)
-    pruned: list[str] = field(default_factory=list)
-    chunks_pruned: int = 0
-    seconds: float = 0.0
-    embed_seconds: float = 0.0  # wall time inside the embedding model
-    error: str | None = None  # a fatal error that stopped the run
-    interrupted: bool = False
-    not_processed: int = 0  # files left when the run stopped early
-
-    def _count(self, *statuses: str) -> int:
-        return sum(1 for f in self.files if f.status in statuses)
-
-    @property
-    def files_ok(self) -> int:
-        return self._count("indexed", "updated", "resumed")
-
-    @property
-    def files_unchanged(self) -> int:
-        return self._count("unchanged")
-
-    @property
-    def files_failed(self) -> int:
-        return self._count("failed")
-
-    @property
-    def pages(self) -> int:
-        return sum(f.pages for f in self.files)
-
-    @property
-    def chunks_written(self) -> int:
-        return sum(f.embedded + f.reused for f in self.files)
-
-    @property
-    def chunks_embedded(self) -> int:
-        return sum(f.embedded for f in self.files)
-
-    @property
-    def chunks_deleted(self) -> int:
-        return sum(f.deleted for f in self.files) + self.chunks_pruned
-
-    @property
-    def exit_code(self) -> int:
-        if self.interrupted:
-            return 130
-        return 1 if self.error or self.files_failed else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly: what `crag ingest --json` prints and the ingest graph returns."""
-        return {
-            "root": self.root,
-            "collection": self.collection,
-            "tenant": self.tenant,
-            "files_ok": self.files_ok,
-            "files_unchanged": self.files_unchanged,
-            "files_failed": self.files_failed,
-            "pages": self.pages,
-            "chunks_written": self.chunks_written,
-            "chunks_embedded": self.chunks_embedded,
-            "chunks_deleted": self.chunks_deleted,
-            "pruned": list(self.pruned),
-            "seconds": round(self.seconds, 3),
-            "embed_seconds": round(self.embed_seconds, 3),
-            "failures": [{"source": f.source, "reason": f.reason} for f in self.files if f.reason],
-            "error": self.error,
-            "interrupted": self.interrupted,
-            "not_processed": self.not_processed,
-            "exit_code": self.exit_code,
-            "files": [asdict(f) for f in self.files],
-        }
-
-
-# --- discovery ------------------------------------------------------------------------------
-
-
-@dataclass
-class Discovery:
-    root: Path  # sources are relative to this
-    files: list[Path]
-    errors: list[tuple[str, str]]  # (folder, reason) for folders that could not be listed
-
-    def source(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
-
-
-def discover(path: Path) -> Discovery:
-    """The supported files under `path` (or `path` itself), sorted; hidden entries skipped."""
-    path = Path(path).expanduser()
-    kinds = ", ".join(sorted(SUPPORTED))
-    if not path.exists():
-        raise IngestError(f"{path}: no such file or folder", exit_code=2)
-    if path.is_file():
-        if kind_of(path) is None:
-            raise IngestError(
-                f"{path}: unsupported file type {path.suffix or '(none)'!r} (crag ingests {kinds})",
-                exit_code=2,
-            )
-        return Discovery(path.parent, [path], [])
-    if not path.is_dir():
-        raise IngestError(f"{path}: not a regular file or folder", exit_code=2)
-
-    files: list[Path] = []
-    errors: list[tuple[str, str]] = []
-
-    def onerror(exc: OSError) -> None:
-        where = Path(exc.filename or path)
-        rel = where.relative_to(path).as_posix() if where != path else str(path)
-        errors.append((rel, f"cannot list folder: {exc.strerror or exc}"))
-
-    for dirpath, dirnames, filenames in os.walk(path, onerror=onerror):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            candidate = Path(dirpath) / name
-            if name.startswith(".") or not kind_of(candidate):
-                continue
-            if candidate.is_file():
-                files.append(candidate)
-            elif candidate.is_symlink():  # dangling, or a loop of links
-                rel = candidate.relative_to(path).as_posix()
-                errors.append((rel, "broken symbolic link (its target is missing or a loop)"))
-    if not files and not errors:
-        raise IngestError(f"{path}: no documents to ingest (looked for {kinds} files)")
-    return Discovery(path, files, errors)
 
 
 # --- helpers --------------------------------------------------------------------------------
