@@ -210,5 +210,6 @@ def printable(text: str, *, one_line: bool = False) -> str:
 def brief(text: object, limit: int = 160) -> str:
     """One short line of any text (an error that quotes a whole reply): its first line,
     cut at `limit` characters, for a log warning a person can read."""
-    first = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    lines = str(text).strip().splitlines()
+    first = lines[0] if lines else ""
     return first if len(first) <= limit else first[: limit - 1] + "…"

@@ -136,9 +136,8 @@ def context_from_args(args: argparse.Namespace) -> Context:
     """Context from the environment, overridden by the flags that were given."""
     overrides = {dest: getattr(args, dest, None) for _, dest, _, _ in _FLAGS}
     overrides |= {dest: getattr(args, dest, None) for _, dest, _ in _SWITCHES}
-    if getattr(args, "no_llm", False):
+    no_llm = getattr(args, "no_llm", False)
+    if no_llm:
         overrides["chat_model"] = "extractive"
     ctx = Context().with_overrides(**overrides)
-    if getattr(args, "no_llm", False):
-        ctx = without_llm(ctx)  # the grader asks no LLM either
-    return checked(ctx)
+    return checked(without_llm(ctx) if no_llm else ctx)  # the grader asks no LLM either

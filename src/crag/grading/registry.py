@@ -34,7 +34,7 @@ GRADERS: Registry[Factory] = Registry("grader")
     "the cascade: that model judges the uncertain band",
 )
 def _auto(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    if judges_by_default(ctx.judge_model or ctx.chat_model):
+    if _server_judge(ctx):
         return _cascade(ctx, embeddings, library)
     return _offline(ctx, embeddings, library)
 
@@ -83,11 +83,14 @@ def _cascade(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGr
     return CascadeGrader(first, judge, ctx.cascade_low, ctx.cascade_high)
 
 
+def _server_judge(ctx: Context) -> bool:
+    """Whether the judge would be a chat model that `auto` lets judge (a server's)."""
+    return judges_by_default(ctx.judge_model or ctx.chat_model)
+
+
 def uses_llm(ctx: Context) -> bool:
     """Whether the run's grader asks a chat model (and so can fail when its server does)."""
-    return ctx.grader in ("judge", "cascade") or (
-        ctx.grader == "auto" and judges_by_default(ctx.judge_model or ctx.chat_model)
-    )
+    return ctx.grader in ("judge", "cascade") or (ctx.grader == "auto" and _server_judge(ctx))
 
 
 def without_llm(ctx: Context) -> Context:

@@ -27,7 +27,7 @@ from crag.state import Passage, State
 
 @dataclass
 class Search:
-    """What the cascade has found so far, for the targets it must cover."""
+    """What the web path has found so far, for the targets it must cover."""
 
     ctx: Context
     targets: list[str]

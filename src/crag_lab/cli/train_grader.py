@@ -184,12 +184,16 @@ def run(args: argparse.Namespace) -> int:
             "--force saves it anyway"
         )
         return 0
-    beat = similarity_auc
-    if cv and beat is not None and (cv["auc"] or 0.0) <= beat and not args.force:
+    if (
+        cv
+        and similarity_auc is not None
+        and (cv["auc"] or 0.0) <= similarity_auc
+        and not args.force
+    ):
         print(
             f"not saved: held out, the trained model ranks no better than similarity, the "
-            f"default (AUC {cv['auc']:.3f} vs {beat:.3f}), so crag keeps grading with it; "
-            "--force saves it anyway"
+            f"default (AUC {cv['auc']:.3f} vs {similarity_auc:.3f}), so crag keeps grading "
+            "with it; --force saves it anyway"
         )
         return 0
     metadata = {
