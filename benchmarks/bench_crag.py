@@ -47,7 +47,8 @@ def crag_vs_naive(ctx: Any, questions_file: Path, limit: int) -> None:
     by_path: dict[str, list[tuple[float, float]]] = {}
     for crag, naive in zip(records["crag"], records["naive"], strict=True):
         by_path.setdefault(str(crag["verdict"]), []).append((crag["seconds"], naive["seconds"]))
-    print(f"\n1. crag / naive RAG wall time ({len(questions)} questions, {ctx.chat_model} answers)")
+    answers = f"{ctx.models.chat_model} answers"
+    print(f"\n1. crag / naive RAG wall time ({len(questions)} questions, {answers})")
     print(f"   {'crag verdict':<12} {'n':>3}  {'crag mean s':>11}  {'naive mean s':>12}  ratio")
     pairs_all = [p for rows in by_path.values() for p in rows]
     for verdict, rows in [*sorted(by_path.items()), ("all", pairs_all)]:
@@ -65,8 +66,8 @@ def judge_batching(ctx: Any, docs: int) -> None:
     from crag.retrieval.library import retrieve
 
     question = "How does dropout regularise a neural network?"
-    passages = [h["text"] for h in retrieve(ctx, ctx.collection, question, docs)]
-    model = make_chat_model(ctx.judge_model or ctx.chat_model, ctx)
+    passages = [h["text"] for h in retrieve(ctx, ctx.store.collection, question, docs)]
+    model = make_chat_model(ctx.models.judge_model or ctx.models.chat_model, ctx)
     judge = JudgeGrader(model, max_concurrency=4)
     asyncio.run(judge.ascore(question, passages[:1]))  # load the model outside the clock
 
@@ -84,7 +85,8 @@ def judge_batching(ctx: Any, docs: int) -> None:
     t_batch = asyncio.run(batched(judge))
     t_one = asyncio.run(batched(JudgeGrader(model, max_concurrency=1)))
     t_loop = asyncio.run(sequential())
-    print(f"\n2. judge grading of {len(passages)} documents ({ctx.judge_model or ctx.chat_model})")
+    judge_name = ctx.models.judge_model or ctx.models.chat_model
+    print(f"\n2. judge grading of {len(passages)} documents ({judge_name})")
     print(f"   one ascore call, 4 concurrent:      {t_batch:.2f} s")
     print(f"   one ascore call, 1 at a time:       {t_one:.2f} s")
     print(f"   loop of single-document calls:      {t_loop:.2f} s")
@@ -132,7 +134,7 @@ def main() -> int:
     if args.no_llm:
         ctx = ctx.with_overrides(chat_model="extractive", grader="similarity")
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"store: {ctx.home}; cpus: {cpus}; load average: {os.getloadavg()[0]:.2f}")
+    print(f"store: {ctx.store.home}; cpus: {cpus}; load average: {os.getloadavg()[0]:.2f}")
     parts = {p.strip() for p in args.parts.split(",")}
     if "1" in parts:
         crag_vs_naive(ctx, args.questions, args.limit)

@@ -39,9 +39,11 @@ async def thread_graph(
     if thread_id is None:
         yield graph, RunnableConfig()
         return
-    if not ctx.home.is_dir():
-        raise StoreError(f"no library at {ctx.home}: run `crag ingest FOLDER --home {ctx.home}`")
-    async with AsyncSqliteSaver.from_conn_string(str(ctx.home / THREADS_FILE)) as saver:
+    if not ctx.store.home.is_dir():
+        raise StoreError(
+            f"no library at {ctx.store.home}: run `crag ingest FOLDER --home {ctx.store.home}`"
+        )
+    async with AsyncSqliteSaver.from_conn_string(str(ctx.store.home / THREADS_FILE)) as saver:
         yield (
             compiled(build(), checkpointer=saver, name="crag"),
             {"configurable": {"thread_id": thread_key(ctx, thread_id)}},
@@ -50,7 +52,7 @@ async def thread_graph(
 
 def thread_key(ctx: Context, thread_id: str) -> str:
     """The checkpoint key of a tenant's thread (the default tenant's: the id itself)."""
-    return thread_id if ctx.tenant == DEFAULT_TENANT else f"{ctx.tenant}/{thread_id}"
+    return thread_id if ctx.store.tenant == DEFAULT_TENANT else f"{ctx.store.tenant}/{thread_id}"
 
 
 async def aask(
@@ -69,7 +71,7 @@ async def aask(
     `on_token(text)` with each piece of the answer as the chat model writes it.
     """
     ctx = make_context(context, **overrides)
-    question = clean_question(question, ctx.max_question_chars)
+    question = clean_question(question, ctx.retrieval.max_question_chars)
     final: dict[str, Any] = {}
     written: dict[str, str] = {}  # per model call: the raw reply so far
     shown = ""
@@ -181,7 +183,7 @@ async def astream(
     """Yield (node name, state update) as each node finishes."""
     ctx = make_context(context, **overrides)
     async for chunk in graph.astream(
-        InputState(question=clean_question(question, ctx.max_question_chars)),
+        InputState(question=clean_question(question, ctx.retrieval.max_question_chars)),
         context=ctx,
         stream_mode="updates",
     ):

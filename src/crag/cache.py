@@ -31,13 +31,13 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from crag.context import Context
+from crag.context import KNOBS, Context
 from crag.errors import CragError
 from crag.grading.constraints import constraints
 from crag.grading.trained import model_path
@@ -69,9 +69,9 @@ KEPT = (
 #: same values only. The external source is not among them: a `correct` verdict never
 #: searches.
 ANSWER_KNOBS = tuple(
-    f.name
-    for f in fields(Context)
-    if f.name
+    name
+    for name in KNOBS
+    if name
     in {
         "collection",
         "embeddings",
@@ -129,13 +129,13 @@ def worth_keeping(result: Mapping[str, Any], ctx: Context) -> bool:
     if result.get("support") != "supported" or result.get("unsupported"):
         return False
     confidence = result.get("confidence")
-    return not (isinstance(confidence, float) and confidence < ctx.cache_min_confidence)
+    return not (isinstance(confidence, float) and confidence < ctx.cache.min_confidence)
 
 
 def scope(ctx: Context) -> str:
     """The knobs an answer depends on, as one key (a retrained grader changes it too)."""
-    knobs: dict[str, Any] = {name: getattr(ctx, name) for name in ANSWER_KNOBS}
-    if ctx.grader in ("auto", "offline", "trained", "cascade"):
+    knobs: dict[str, Any] = {name: ctx.get(name) for name in ANSWER_KNOBS}
+    if ctx.grading.grader in ("auto", "offline", "trained", "cascade"):
         try:
             knobs["trained"] = model_path(ctx).stat().st_mtime_ns
         except OSError:
@@ -182,7 +182,7 @@ def same_question(asked: str, earlier: str, embedder: Embeddings) -> bool:
 @contextmanager
 def _database(ctx: Context, *, create: bool) -> Iterator[sqlite3.Connection | None]:
     """The cache file (None if there is none yet and `create` is off), in a transaction."""
-    path = ctx.home / CACHE_FILE
+    path = ctx.store.home / CACHE_FILE
     if not create and not path.is_file():
         yield None
         return
@@ -196,7 +196,7 @@ def _unavailable(ctx: Context, exc: Exception) -> None:
     log.warning(
         "the answer cache %s is unusable (%s: %s); answering without it (delete the file to "
         "start a new one)",
-        ctx.home / CACHE_FILE,
+        ctx.store.home / CACHE_FILE,
         type(exc).__name__,
         " ".join(str(exc).split()),
     )
@@ -204,13 +204,17 @@ def _unavailable(ctx: Context, exc: Exception) -> None:
 
 def lookup(ctx: Context, question: str) -> Hit | None:
     """The tenant's cached answer to `question`, if an earlier question asked the same."""
-    if not ctx.cache:
+    if not ctx.cache.enabled:
         return None
     try:
         with _database(ctx, create=False) as db:
             if db is None:
                 return None
-            tenant, key, version = ctx.tenant, scope(ctx), library_version(ctx, ctx.collection)
+            tenant, key, version = (
+                ctx.store.tenant,
+                scope(ctx),
+                library_version(ctx, ctx.store.collection),
+            )
             # entries from an older version of the tenant's library answer nothing now
             db.execute(
                 "DELETE FROM answers WHERE tenant = ? AND scope = ? AND library <> ?",
@@ -230,7 +234,7 @@ def lookup(ctx: Context, question: str) -> Hit | None:
                 return None
             sims = stored @ vector
             for i in np.argsort(-sims):
-                if sims[i] < ctx.cache_threshold:
+                if sims[i] < ctx.cache.threshold:
                     break
                 entry_id, earlier, _, result = rows[int(i)]
                 if same_question(question, earlier, embedder):
@@ -248,11 +252,15 @@ def lookup(ctx: Context, question: str) -> Hit | None:
 
 def store(ctx: Context, question: str, result: Mapping[str, Any]) -> bool:
     """Cache a run's answer to `question` if it is worth keeping; True if it was."""
-    if not ctx.cache or not worth_keeping(result, ctx):
+    if not ctx.cache.enabled or not worth_keeping(result, ctx):
         return False
     kept = {name: result[name] for name in KEPT if name in result}
     try:
-        tenant, key, version = ctx.tenant, scope(ctx), library_version(ctx, ctx.collection)
+        tenant, key, version = (
+            ctx.store.tenant,
+            scope(ctx),
+            library_version(ctx, ctx.store.collection),
+        )
         vector = _unit(embeddings_for(ctx).embed_query(question))
         now = time.time()
         with _database(ctx, create=True) as db:
@@ -270,7 +278,7 @@ def store(ctx: Context, question: str, result: Mapping[str, Any]) -> bool:
             db.execute(
                 "DELETE FROM answers WHERE tenant = ? AND id NOT IN (SELECT id FROM answers "
                 "WHERE tenant = ? ORDER BY used DESC, id DESC LIMIT ?)",
-                (tenant, tenant, ctx.cache_size),
+                (tenant, tenant, ctx.cache.size),
             )
         return True
     except CragError as exc:
@@ -286,7 +294,7 @@ def entries(ctx: Context) -> int:
         with _database(ctx, create=False) as db:
             if db is None:
                 return 0
-            row = db.execute("SELECT COUNT(*) FROM answers WHERE tenant = ?", (ctx.tenant,))
+            row = db.execute("SELECT COUNT(*) FROM answers WHERE tenant = ?", (ctx.store.tenant,))
             return int(row.fetchone()[0])
     except (sqlite3.Error, OSError) as exc:
         _unavailable(ctx, exc)

@@ -71,7 +71,7 @@ def checked(ctx: Context) -> Context:
     """`ctx`, once every provider it names exists: a misspelt name fails before the run,
     naming the field (and the environment variable, if the value came from there)."""
     for field, registry in PROVIDER_FIELDS.items():
-        value = getattr(ctx, field)
+        value = ctx.get(field)
         if value is None or (value == EXTRACTIVE and registry is CHAT_MODELS):
             continue
         if str(value).partition(":")[0] not in registry:

@@ -62,7 +62,9 @@ async def relevant_and_web(state: State, *, runtime: Runtime[Context]) -> dict[s
 
 def tutorial_grader(ctx: Context) -> RelevanceGrader:
     """The LLM judge; embedding similarity when the run has no language model."""
-    no_llm = ctx.grader == "similarity" or (ctx.chat_model == "extractive" and not ctx.judge_model)
+    no_llm = ctx.grading.grader == "similarity" or (
+        ctx.models.chat_model == "extractive" and not ctx.models.judge_model
+    )
     grader = "similarity" if no_llm else "judge"
     return make_grader(ctx.with_overrides(grader=grader), library=True)
 
@@ -126,7 +128,9 @@ TUTORIAL = _tutorial()
 async def naive_rag(question: str, ctx: Context) -> dict[str, Any]:
     """retrieve → generate from all k chunks."""
     started = time.perf_counter()
-    plain = ctx.with_overrides(verify=False, candidates=ctx.k)  # the k nearest, as they come
+    plain = ctx.with_overrides(
+        verify=False, candidates=ctx.retrieval.k
+    )  # the k nearest, as they come
     state = cast(State, await NAIVE.ainvoke(InputState(question=question), context=plain))
     return record_from_state(state, time.perf_counter() - started, state.get("docs") or [])
 
@@ -134,7 +138,7 @@ async def naive_rag(question: str, ctx: Context) -> dict[str, Any]:
 async def tutorial_rag(question: str, ctx: Context) -> dict[str, Any]:
     """Binary grades; web search if ANY document fails; relevant docs + web docs."""
     started = time.perf_counter()
-    plain = ctx.with_overrides(verify=False, candidates=ctx.k)
+    plain = ctx.with_overrides(verify=False, candidates=ctx.retrieval.k)
     state = cast(State, await TUTORIAL.ainvoke(InputState(question=question), context=plain))
     retrieved = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
     return record_from_state(state, time.perf_counter() - started, retrieved)

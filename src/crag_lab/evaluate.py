@@ -101,11 +101,10 @@ async def evaluate(
         "n_questions": len(questions),
         # the libraries each system was fitted on (held out); [] means the defaults
         "fitted_on": list(fitted_on),
-        "config": {f: _plain(getattr(ctx, f)) for f in CONFIG_FIELDS},
+        "config": {f: _plain(ctx.get(f)) for f in CONFIG_FIELDS},
         "systems": {s: system_metrics(questions, records[s]) for s in systems},
         "system_config": {
-            s: {f: _plain(getattr(c, f)) for f in FITTED_FIELDS}
-            for s, c in (contexts or {}).items()
+            s: {f: _plain(c.get(f)) for f in FITTED_FIELDS} for s, c in (contexts or {}).items()
         },
         "grader": None,
         "threshold_surface": None,
@@ -126,12 +125,12 @@ async def evaluate(
         )
         pair_bar.close()
         labels = [p["relevant"] for p in pairs]
-        cuts = {"lower": ctx.lower, "upper": ctx.upper, "tutorial": TUTORIAL_CUT}
+        cuts = {"lower": ctx.grading.lower, "upper": ctx.grading.upper, "tutorial": TUTORIAL_CUT}
         metrics["grader"] = {
-            "name": ctx.grader,
+            "name": ctx.grading.grader,
             **grader_metrics(scores, labels, cuts, pair_sources),
         }
-        if ctx.grader != "similarity":  # what plain similarity gives on the same pairs
+        if ctx.grading.grader != "similarity":  # what plain similarity gives on the same pairs
             similar = await score_pairs(
                 pairs,
                 ctx.with_overrides(grader="similarity"),
@@ -140,7 +139,10 @@ async def evaluate(
             )
             metrics["grader"]["similarity"] = grader_metrics(similar, labels, {}, pair_sources)
         figures["score histograms"] = plots.score_histograms(
-            scores, labels, {"lower": ctx.lower, "upper": ctx.upper}, out / "score_hist.png"
+            scores,
+            labels,
+            {"lower": ctx.grading.lower, "upper": ctx.grading.upper},
+            out / "score_hist.png",
         ).name
 
     if "crag" in records:
@@ -154,14 +156,18 @@ async def evaluate(
             gap = fast_gap(ctx)
             surface = sweep(grades, expected, axis, axis, gap)
             metrics["threshold_surface"] = surface.to_dict()
-            current = sweep(grades, expected, [ctx.lower], [ctx.upper], gap).accuracy[0, 0]
+            current = sweep(
+                grades, expected, [ctx.grading.lower], [ctx.grading.upper], gap
+            ).accuracy[0, 0]
             metrics["threshold_current"] = {
-                "lower": ctx.lower,
-                "upper": ctx.upper,
+                "lower": ctx.grading.lower,
+                "upper": ctx.grading.upper,
                 "accuracy": float(current),
             }
             figures["threshold surface"] = plots.threshold_surface(
-                metrics["threshold_surface"], (ctx.lower, ctx.upper), out / "threshold_surface.png"
+                metrics["threshold_surface"],
+                (ctx.grading.lower, ctx.grading.upper),
+                out / "threshold_surface.png",
             ).name
 
     if graders:

@@ -61,7 +61,7 @@ async def compare(
             scores = await score_pairs(pairs, gctx, bar, in_library)
             seconds = time.perf_counter() - start
             bar.close()
-            at_lower = classify(scores, labels, ctx.lower)
+            at_lower = classify(scores, labels, ctx.grading.lower)
             row.update(
                 auc=roc_auc(scores, labels),
                 auc_by_source=auc_by_source(scores, labels, pair_sources),

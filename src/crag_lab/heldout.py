@@ -82,7 +82,7 @@ async def fit_variant(
     if base_system(variant.label) not in THRESHOLDED:
         return Fit(variant.label, names, {}, None)
     overrides: dict[str, Any] = {}
-    if vctx.grader in WEIGHTED_GRADERS:
+    if vctx.grading.grader in WEIGHTED_GRADERS:
         pairs = [pair for lib in train if lib.pairs for pair in load_pairs(lib.pairs)]
         if not pairs:
             raise ValueError(f"no labelled pairs in {', '.join(names)} to fit the grader on")

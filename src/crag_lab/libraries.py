@@ -80,7 +80,10 @@ def ingest(library: Library, ctx: Context) -> list[str]:
     a file that fails is an error, since a partial library would skew every figure."""
     lines = []
     lctx = library.context(ctx)
-    for folder, collection in ((library.books, lctx.collection), (library.external, "external")):
+    for folder, collection in (
+        (library.books, lctx.store.collection),
+        (library.external, "external"),
+    ):
         if folder is None:
             continue
         summary = ingest_path(lctx, folder, collection=collection)

@@ -89,9 +89,9 @@ def parse_systems(raw: str) -> list[str]:
 def warm_up(ctx: Context) -> None:
     """Open the store and load the embedder before any clock starts; fail fast if a
     collection is missing instead of recording the same error for every question."""
-    retrieve(ctx, ctx.collection, "warm up", 1)
-    if ctx.external == "local":
-        get_collection(open_client(ctx), ctx.external_collection)
+    retrieve(ctx, ctx.store.collection, "warm up", 1)
+    if ctx.search.external == "local":
+        get_collection(open_client(ctx), ctx.search.external_collection)
 
 
 async def run_questions(
@@ -142,8 +142,10 @@ async def score_pairs(
     for pair, library in zip(pairs, in_library, strict=True):
         key = (pair["question"], library)
         if key not in neighbours:
-            collection = ctx.collection if library else ctx.external_collection
-            hits = await asyncio.to_thread(retrieve, ctx, collection, pair["question"], ctx.k)
+            collection = ctx.store.collection if library else ctx.search.external_collection
+            hits = await asyncio.to_thread(
+                retrieve, ctx, collection, pair["question"], ctx.retrieval.k
+            )
             neighbours[key] = [h["text"] for h in hits]
         batch = [pair["passage"], *(t for t in neighbours[key] if t != pair["passage"])]
         scores.append(float((await graders[library].ascore(pair["question"], batch))[0]))

@@ -152,7 +152,7 @@ async def score_strips(graded: Graded, lower: float, upper: float, ctx: Context)
     knowledge = graded.knowledge(lower, upper)
     if _key(knowledge) in graded.strip_scores:
         return
-    strips = decompose(knowledge, ctx.strip_sentences)
+    strips = decompose(knowledge, ctx.refinement.strip_sentences)
     grader = make_strip_grader(ctx)
     scores = await grader.ascore(graded.question["question"], [s["text"] for s in strips])
     graded.strip_scores[_key(knowledge)] = {
@@ -167,10 +167,10 @@ def replay_context(
     knowledge set's strips must have been scored by `score_strips`)."""
     knowledge = graded.knowledge(lower, upper)
     scored = graded.strip_scores[_key(knowledge)]
-    strips = decompose(knowledge, ctx.strip_sentences)
+    strips = decompose(knowledge, ctx.refinement.strip_sentences)
     for strip in strips:
         strip["score"] = scored[strip_key(strip)]
-    return context_entries(select(strips, strip_threshold, ctx.max_strips), knowledge)
+    return context_entries(select(strips, strip_threshold, ctx.refinement.max_strips), knowledge)
 
 
 STRIP_OBJECTIVES = ("decision", "balanced")
@@ -263,21 +263,25 @@ async def tune(
     gap = fast_gap(ctx)
     surface = sweep(grades, expected, axis, axis, gap)
     best = surface.best()
-    current = float(sweep(grades, expected, [ctx.lower], [ctx.upper], gap).accuracy[0, 0])
+    current = float(
+        sweep(grades, expected, [ctx.grading.lower], [ctx.grading.upper], gap).accuracy[0, 0]
+    )
     for g in graded:
         await score_strips(g, best["lower"], best["upper"], ctx)
-        await score_strips(g, ctx.lower, ctx.upper, ctx)
+        await score_strips(g, ctx.grading.lower, ctx.grading.upper, ctx)
     strips = strip_sweep(graded, best["lower"], best["upper"], grid(strip_step, 0.0, 0.9), ctx)
-    current_strips = strip_sweep(graded, ctx.lower, ctx.upper, [ctx.strip_threshold], ctx)[0]
+    current_strips = strip_sweep(
+        graded, ctx.grading.lower, ctx.grading.upper, [ctx.refinement.strip_threshold], ctx
+    )[0]
     return {
         "surface": surface.to_dict(),
         "best": {**best, "strip": best_strip_threshold(strips, strip_objective)},
         "current": {
-            "lower": ctx.lower,
-            "upper": ctx.upper,
+            "lower": ctx.grading.lower,
+            "upper": ctx.grading.upper,
             "accuracy": current,
             "strip": current_strips,
         },
         "strip_rows": strips,
-        "grader": ctx.grader,
+        "grader": ctx.grading.grader,
     }

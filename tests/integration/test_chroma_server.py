@@ -41,7 +41,7 @@ def test_ingest_and_query_through_the_server(
     assert not (home / "chroma").exists()  # nothing written to the embedded store
 
     ctx = Context(home=home)
-    assert ctx.chroma_url == chroma_url
+    assert ctx.store.chroma_url == chroma_url
     hits = retrieve(ctx, "server-books", "How does dropout reduce overfitting?", 2)
     assert hits[0]["metadata"]["source"] == "dropout.md"
     assert 0.0 <= hits[1]["similarity"] <= hits[0]["similarity"] <= 1.0

@@ -82,7 +82,7 @@ def test_internal_question_is_answered_from_the_books_with_page_citations(
     assert result["verdict"] == "correct"
     assert result["path"] == ["retrieve", "grade", "refine", "generate"]
     assert len(result["scores"]) == 5 and all(0 <= s <= 1 for s in result["scores"])
-    assert max(result["scores"]) >= Context().upper
+    assert max(result["scores"]) >= Context().grading.upper
     sources = {(c["source"], c.get("page")) for c in result["citations"]}
     assert "07_mathematics_appendix.pdf" in {s for s, _ in sources}, sources
     assert all(page for _, page in sources)  # a page for every book citation

@@ -60,7 +60,7 @@ def ctx(tmp_path: Path) -> Context:
 
 
 def _rows(ctx: Context, name: str | None = None) -> dict[str, dict[str, Any]]:
-    collection = get_collection(open_client(ctx), name or ctx.collection)
+    collection = get_collection(open_client(ctx), name or ctx.store.collection)
     got = collection.get(include=["metadatas", "documents"])
     return {
         cid: {**(meta or {}), "_text": doc}
@@ -72,7 +72,7 @@ def _rows(ctx: Context, name: str | None = None) -> dict[str, dict[str, Any]]:
 
 def _expected_chunks(path: Path, ctx: Context) -> int:
     doc = load_document(path)
-    return len(chunk_pages(doc.pages, doc.kind, ctx.chunk_size, ctx.chunk_overlap))
+    return len(chunk_pages(doc.pages, doc.kind, ctx.store.chunk_size, ctx.store.chunk_overlap))
 
 
 def test_discover_walks_recursively_and_skips_hidden_and_unsupported(library: Path) -> None:

@@ -210,12 +210,12 @@ def test_an_ingest_seals_the_index_and_a_rebuild_starts_over(
     ctx: Context, small_library: Path
 ) -> None:
     summary = ingest_path(ctx, small_library, embeddings=FakeEmbeddings(dim=384))
-    seals = json.loads((ctx.home / "chroma.integrity.json").read_text())["collections"]
+    seals = json.loads((ctx.store.home / "chroma.integrity.json").read_text())["collections"]
     assert summary.exit_code == 0 and seals["books"]["collection"]
     client = open_client(ctx)
     assert drop_collection(client, "notes") is False  # nothing to drop
     again = ingest_path(ctx, small_library, rebuild=True, embeddings=FakeEmbeddings(dim=384))
     assert again.files_ok == 3 and again.chunks_written == 3  # everything ingested again
-    new = json.loads((ctx.home / "chroma.integrity.json").read_text())["collections"]["books"]
+    new = json.loads((ctx.store.home / "chroma.integrity.json").read_text())["collections"]["books"]
     assert new["collection"] != seals["books"]["collection"]
     assert describe(ctx, "books")["chunks"] == 3

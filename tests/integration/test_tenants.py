@@ -135,7 +135,7 @@ def test_the_cli_answers_for_the_tenant_given(
     # the tenants' toy pages score low by similarity: thresholds low enough to answer
     # from them (what is tested is whose library answers, not the grading)
     base = ["ask", question, "--home", str(two_tenants), "--no-llm", "--external", "none"]
-    base += ["--lower", "0.3", "--upper", "0.3"]
+    base += ["--set", "lower=0.3", "--set", "upper=0.3"]
     assert main([*base, "--tenant", "acme", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["tenant"] == "acme" and result["cached"] is False

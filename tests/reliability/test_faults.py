@@ -205,7 +205,7 @@ def test_a_failing_external_source_is_reported_and_the_run_goes_on(
         monkeypatch.setenv("CRAG_TAVILY_BASE_URL", url)
         argv = ["ask", OFF_TOPIC, "--home", ask_home, "--no-llm", "--external", "tavily"]
         started = time.monotonic()
-        code, out, err = cli(capsys, *argv, "--timeout", "1", "--json")
+        code, out, err = cli(capsys, *argv, "--set", "timeout_s=1", "--json")
         assert time.monotonic() - started < 10  # the timeout holds
         assert code == 0 and "Traceback" not in err, err
         result = json.loads(out)
@@ -288,7 +288,7 @@ def test_a_failing_chat_model_still_answers_from_the_sources(
             capsys,
             *("ask", ANSWERABLE, "--home", ask_home, "--chat-model", "openai:m"),
             *("--grader", "features", "--external", "none", "--json"),
-            *("--timeout", "0.5" if "slow" in fault else "1"),
+            *("--set", "timeout_s=0.5" if "slow" in fault else "timeout_s=1"),
         )
         assert time.monotonic() - started < 15
         assert code == 0 and "Traceback" not in err, err
@@ -341,7 +341,7 @@ def test_an_embeddings_server_failing_at_question_time_is_one_line(
         with tried(tally, "fault", f"embeddings server at question time: {fault}"):
             with _openai(CHAT_FAULTS[fault]) as url:
                 monkeypatch.setenv("OPENAI_BASE_URL", url)
-                code, out, err = cli(capsys, *ask_argv, "--timeout", "1", "--quiet")
+                code, out, err = cli(capsys, *ask_argv, "--set", "timeout_s=1", "--quiet")
             assert_one_line_error(code, err, "embeddings 'openai:e' failed")
             assert out == ""
 

@@ -132,31 +132,38 @@ def test_control_characters_in_a_question_never_reach_the_terminal(
 # --- flags, environment values and settings.json ---------------------------------------------
 
 BAD_FLAGS = {
-    "flag: --k 0": (["--k", "0"], "--k: must be at least 1"),
-    "flag: --k abc": (["--k", "abc"], "--k: expected an integer"),
-    "flag: --web-k 0": (["--web-k", "0"], "--web-k: must be at least 1"),
-    "flag: --max-strips -1": (["--max-strips", "-1"], "--max-strips: must be at least 1"),
-    "flag: --upper 2": (["--upper", "2"], "upper=2.0 (from argument): must be a number from 0"),
-    "flag: --upper inf": (["--upper", "inf"], "upper=inf"),
-    "flag: --upper abc": (["--upper", "abc"], "--upper: invalid float value"),
-    "flag: --strip-threshold NaN": (["--strip-threshold", "NaN"], "strip_threshold=nan"),
-    "flag: --strip-threshold -1": (["--strip-threshold", "-1"], "strip_threshold=-1.0"),
-    "flag: --timeout -5": (["--timeout", "-5"], "timeout_s=-5.0 (from argument): must be a"),
-    "flag: --timeout nan": (["--timeout", "nan"], "timeout_s=nan"),
-    "flag: --lower above --upper": (["--lower", "0.9", "--upper", "0.1"], "must not exceed upper"),
-    "flag: unknown --grader": (["--grader", "judgee"], "--grader: invalid choice: 'judgee'"),
-    "flag: unknown --external": (["--external", "bing"], "--external: invalid choice: 'bing'"),
+    "flag: --k 0": (["--k", "0"], "k=0 (from argument): must be >= 1"),
+    "flag: --k abc": (["--k", "abc"], "k='abc' (from argument): expected an integer"),
+    "flag: --set web_k=0": (["--set", "web_k=0"], "web_k=0 (from argument): must be >= 1"),
+    "flag: --set max_strips=-1": (["--set", "max_strips=-1"], "max_strips=-1 (from argument)"),
+    "flag: --set upper=2": (["--set", "upper=2"], "upper=2.0 (from argument): must be a number"),
+    "flag: --set upper=inf": (["--set", "upper=inf"], "upper=inf"),
+    "flag: --set upper=abc": (["--set", "upper=abc"], "upper='abc' (from argument): expected a"),
+    "flag: --set strip_threshold=NaN": (["--set", "strip_threshold=NaN"], "strip_threshold=nan"),
+    "flag: --set strip_threshold=-1": (["--set", "strip_threshold=-1"], "strip_threshold=-1.0"),
+    "flag: --set timeout_s=-5": (["--set", "timeout_s=-5"], "timeout_s=-5.0 (from argument)"),
+    "flag: --set search.timeout_s=nan": (["--set", "search.timeout_s=nan"], "timeout_s=nan"),
+    "flag: --set lower above upper": (
+        ["--set", "lower=0.9", "--set", "upper=0.1"],
+        "must not exceed upper",
+    ),
+    "flag: --set without a value": (["--set", "upper"], "--set: expected NAME=VALUE"),
+    "flag: --set an unknown knob": (["--set", "uper=0.5"], "--set: unknown knob 'uper'"),
+    "flag: --set an unknown group": (["--set", "grade.upper=0.5"], "unknown knob 'grade.upper'"),
+    "flag: unknown --grader": (["--grader", "judgee"], "grader='judgee': unknown grader"),
+    "flag: unknown --external": (["--external", "bing"], "external='bing': unknown external"),
     "flag: unknown --chat-model": (["--chat-model", "gpt"], "chat_model='gpt': unknown chat model"),
     "flag: --chat-model openai: without a model": (["--chat-model", "openai:"], "'openai:'"),
-    "flag: unknown --judge-model": (["--judge-model", "x"], "judge_model='x': unknown chat model"),
+    "flag: unknown judge_model": (["--set", "judge_model=x"], "judge_model='x': unknown chat"),
     "flag: unknown --embeddings": (["--embeddings", "bert"], "embeddings='bert': unknown"),
     "flag: an unknown flag": (["--bogus"], "unrecognized arguments: --bogus"),
+    "flag: a removed flag": (["--upper", "0.5"], "unrecognized arguments: --upper"),
     "flag: --tenant with a slash": (["--tenant", "acme/x"], "tenant='acme/x' (from argument)"),
     "flag: --tenant empty": (["--tenant", ""], "tenant='' (from argument)"),
-    "flag: --cache-threshold 1.5": (["--cache-threshold", "1.5"], "cache_threshold=1.5"),
-    "flag: --cache-size 0": (["--cache-size", "0"], "--cache-size: must be at least 1"),
-    "flag: --cache-min-confidence nan": (
-        ["--cache-min-confidence", "nan"],
+    "flag: --set cache_threshold=1.5": (["--set", "cache_threshold=1.5"], "cache_threshold=1.5"),
+    "flag: --set cache.size=0": (["--set", "cache.size=0"], "cache_size=0 (from argument)"),
+    "flag: --set cache_min_confidence=nan": (
+        ["--set", "cache_min_confidence=nan"],
         "cache_min_confidence=nan",
     ),
 }
@@ -176,7 +183,7 @@ def test_a_bad_flag_value(
 def test_with_v_the_same_error_shows_its_traceback(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = cli(capsys, "-v", *_ask(home, "--quiet", "--timeout", "-5"))
+    code, _, err = cli(capsys, "-v", *_ask(home, "--quiet", "--set", "timeout_s=-5"))
     assert (
         code == 2
         and "Traceback" in err
@@ -417,13 +424,13 @@ def _rows(home: Path) -> dict[str, dict[str, Any]]:
             "ingest: --chunk-size below 100",
             ["ingest", "{tmp}/one.md", "--chunk-size", "10"],
             2,
-            "--chunk-size: must be at least 100",
+            "chunk_size=10 (from argument): must be >= 100",
         ),
         (
             "ingest: --chunk-overlap -1",
             ["ingest", "{tmp}/one.md", "--chunk-overlap", "-1"],
             2,
-            "--chunk-overlap: must be at least 0",
+            "chunk_overlap=-1 (from argument): must be >= 0",
         ),
     ],
 )

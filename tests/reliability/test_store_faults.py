@@ -95,9 +95,11 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     ctx = Context(home=root / "home", chunk_size=100, chunk_overlap=0)
     summary = Ingestor(ctx, embeddings=Hashed()).run(lib)
     assert summary.exit_code == 0 and summary.chunks_written > 1000
-    assert (segment(ctx.home) / "index_metadata.pickle").is_file()  # persisted whole
-    assert "books" in json.loads((ctx.home / "chroma.integrity.json").read_text())["collections"]
-    return lib, ctx.home
+    assert (segment(ctx.store.home) / "index_metadata.pickle").is_file()  # persisted whole
+    assert (
+        "books" in json.loads((ctx.store.home / "chroma.integrity.json").read_text())["collections"]
+    )
+    return lib, ctx.store.home
 
 
 @pytest.fixture

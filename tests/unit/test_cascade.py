@@ -330,8 +330,8 @@ def _grade(
     built: list[str] = []
 
     async def scored_by(ctx: Context, q: str, texts: list[str]) -> tuple[list[float], str]:
-        built.append(ctx.grader)
-        return scores[: len(texts)], ctx.grader
+        built.append(ctx.grading.grader)
+        return scores[: len(texts)], ctx.grading.grader
 
     async def never_named(q: str, ctx: Context) -> list[str]:
         return list(gaps)

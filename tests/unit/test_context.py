@@ -8,19 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from crag.context import Context, save_settings
+from crag.context import KNOBS, Context
 from crag.graph import checked
+from crag.settings import save_settings
 
 
 def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CRAG_HOME", str(tmp_path))
-    assert Context().upper == Context.__dataclass_fields__["upper"].default  # built-in
+    assert Context().grading.upper == KNOBS["upper"].default  # built-in
     save_settings(tmp_path, {"upper": 0.7, "lower": 0.2, "k": 3})
-    assert (Context().upper, Context().k) == (0.7, 3)  # saved settings
+    assert (Context().grading.upper, Context().retrieval.k) == (0.7, 3)  # saved settings
     monkeypatch.setenv("CRAG_K", "8")
-    assert Context().k == 8  # env beats settings
-    assert Context(k=2).k == 2  # arguments beat env
-    assert Context().with_overrides(lower=0.1, upper=None).lower == 0.1
+    assert Context().retrieval.k == 8  # env beats settings
+    assert Context(k=2).retrieval.k == 2  # arguments beat env
+    assert Context().with_overrides(lower=0.1, upper=None).grading.lower == 0.1
 
 
 def test_env_values_are_typed_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,7 +29,11 @@ def test_env_values_are_typed_and_checked(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("CRAG_TIMEOUT_S", "2.5")
     monkeypatch.setenv("CRAG_CHROMA_URL", "none")
     ctx = Context()
-    assert ctx.refine is False and ctx.timeout_s == 2.5 and ctx.chroma_url is None
+    assert (
+        ctx.refinement.refine is False
+        and ctx.search.timeout_s == 2.5
+        and ctx.store.chroma_url is None
+    )
     monkeypatch.setenv("CRAG_K", "many")
     with pytest.raises(ValueError, match="CRAG_K"):
         Context()
@@ -39,7 +44,7 @@ def test_env_values_are_typed_and_checked(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("CRAG_EXTERNAL")
     with pytest.raises(ValueError, match=r"grader='judgee'.*auto, offline, features"):
         checked(Context(grader="judgee"))
-    assert checked(Context(chat_model="extractive", embeddings="openai:x")).k == 5
+    assert checked(Context(chat_model="extractive", embeddings="openai:x")).retrieval.k == 5
 
 
 def test_contradictory_thresholds_are_rejected() -> None:
@@ -79,12 +84,12 @@ def test_an_argument_equal_to_the_default_still_beats_the_environment(
     monkeypatch.setenv("CRAG_CHAT_MODEL", "extractive")
     monkeypatch.setenv("CRAG_K", "3")
     ctx = Context(home=tmp_path, chat_model="local", k=5)
-    assert (ctx.chat_model, ctx.k) == ("local", 5)
+    assert (ctx.models.chat_model, ctx.retrieval.k) == ("local", 5)
     assert ctx.origin("k") == "argument"
-    assert Context(home=tmp_path).chat_model == "extractive"
+    assert Context(home=tmp_path).models.chat_model == "extractive"
     assert Context(home=tmp_path).origin("k") == "CRAG_K"
     # a copy keeps what was given and resolves the rest again
-    assert Context(home=tmp_path).with_overrides(chat_model="local").chat_model == "local"
+    assert Context(home=tmp_path).with_overrides(chat_model="local").models.chat_model == "local"
 
 
 def test_a_new_home_brings_its_own_settings(tmp_path: Path) -> None:
@@ -92,10 +97,10 @@ def test_a_new_home_brings_its_own_settings(tmp_path: Path) -> None:
     other.mkdir()
     (other / "settings.json").write_text(json.dumps({"upper": 0.7, "lower": 0.2}))
     ctx = Context(home=tmp_path).with_overrides(home=other)
-    assert (ctx.upper, ctx.lower) == (0.7, 0.2)
+    assert (ctx.grading.upper, ctx.grading.lower) == (0.7, 0.2)
     assert ctx.origin("upper") == str(other / "settings.json")
     # an argument still beats the file
-    assert Context(home=other, upper=0.9).upper == 0.9
+    assert Context(home=other, upper=0.9).grading.upper == 0.9
 
 
 def test_the_cli_flag_equal_to_the_default_beats_the_environment(
@@ -110,18 +115,20 @@ def test_the_cli_flag_equal_to_the_default_beats_the_environment(
         ["ask", "q?", "--home", str(tmp_path), "--chat-model", "local", "--k", "5"]
     )
     ctx = context_from_args(args)
-    assert (ctx.chat_model, ctx.k) == ("local", 5)
+    assert (ctx.models.chat_model, ctx.retrieval.k) == ("local", 5)
 
 
 def test_a_mapping_knob_from_arguments_env_and_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert Context(home=tmp_path).authority == {}
+    assert Context(home=tmp_path).confidence.authority == {}
     save_settings(tmp_path, {"authority": {"forum": 0.3, "vendor/docs/": "official"}})
-    assert Context(home=tmp_path).authority == {"forum": 0.3, "vendor/docs/": "official"}
+    assert Context(home=tmp_path).confidence.authority == {"forum": 0.3, "vendor/docs/": "official"}
     monkeypatch.setenv("CRAG_AUTHORITY", '{"news.example": 1}')
-    assert Context(home=tmp_path).authority == {"news.example": 1.0}  # env beats settings
-    assert Context(home=tmp_path, authority={}).authority == {}  # an argument beats both
+    assert Context(home=tmp_path).confidence.authority == {
+        "news.example": 1.0
+    }  # env beats settings
+    assert Context(home=tmp_path, authority={}).confidence.authority == {}  # an argument beats both
     monkeypatch.setenv("CRAG_AUTHORITY", "forum=0.3")
     with pytest.raises(ValueError, match=r"authority=.*CRAG_AUTHORITY.*expected a JSON object"):
         Context(home=tmp_path)
@@ -157,15 +164,66 @@ def test_confidence_knobs_are_checked() -> None:
         Context(source_priority="web")  # type: ignore[arg-type]
 
 
-def test_the_authority_flag_takes_json() -> None:
+def test_set_takes_json_and_group_names() -> None:
     import argparse
 
     from crag.cli.options import add_context_flags, context_from_args
 
     parser = argparse.ArgumentParser()
     add_context_flags(parser)
-    args = parser.parse_args(["--authority", '{"forum": 0.1}', "--conflicts", "rule"])
+    args = parser.parse_args(
+        ["--set", 'authority={"forum": 0.1}', "--set", "confidence.conflicts=rule"]
+    )
     ctx = context_from_args(args)
-    assert ctx.authority == {"forum": 0.1} and ctx.conflicts == "rule"
-    with pytest.raises(SystemExit):  # argparse names the choices
-        parser.parse_args(["--source-priority", "sideways"])
+    assert ctx.confidence.authority == {"forum": 0.1} and ctx.confidence.conflicts == "rule"
+    args = parser.parse_args(["--set", "source_priority=sideways"])
+    with pytest.raises(ValueError, match=r"source_priority='sideways' .*internal-first"):
+        context_from_args(args)
+
+
+def test_a_knob_is_set_by_flat_name_group_name_or_group(tmp_path: Path) -> None:
+    from crag.context import Grading
+
+    assert Context(home=tmp_path, upper=0.7).grading.upper == 0.7
+    assert Context(home=tmp_path, **{"grading.upper": 0.7}).grading.upper == 0.7
+    assert Context(home=tmp_path, grading={"upper": 0.7, "lower": 0.1}).grading.lower == 0.1
+    ctx = Context(home=tmp_path, grading=Grading(upper=0.8), cache={"size": 5})
+    assert (ctx.grading.upper, ctx.cache.size, ctx.origin("cache_size")) == (0.8, 5, "argument")
+    assert ctx.get("cache_size") == 5 and ctx.get("upper") == 0.8
+    # a copy keeps the groups it was given
+    assert ctx.with_overrides(k=3).grading.upper == 0.8
+    for bad in ({"uper": 0.5}, {"grade.upper": 0.5}, {"grading": {"uper": 0.5}}):
+        with pytest.raises(ValueError, match="unknown knob"):
+            Context(home=tmp_path, **bad)
+
+
+def test_settings_may_name_groups_and_ignore_what_they_do_not_know(tmp_path: Path) -> None:
+    save_settings(tmp_path, {"grading": {"upper": 0.7}, "retired_knob": 1, "k": 4})
+    ctx = Context(home=tmp_path)
+    assert (ctx.grading.upper, ctx.retrieval.k) == (0.7, 4)
+
+
+def test_groups_are_small_and_every_knob_is_documented() -> None:
+    from crag.context import GROUPS, KNOBS
+
+    sizes = {group: sum(k.group == group for k in KNOBS.values()) for group in GROUPS}
+    assert max(sizes.values()) <= 15, sizes
+    assert all(k.description.strip() for k in KNOBS.values())
+    assert all(cls.__doc__ for cls in GROUPS.values())
+
+
+def test_crag_config_lists_every_knob_with_its_origin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crag.cli.main import main
+    from crag.context import KNOBS
+
+    monkeypatch.setenv("CRAG_WEB_K", "7")
+    assert main(["config", "--home", str(tmp_path), "--set", "upper=0.6", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {v["knob"] for group in listed.values() for v in group.values()} == set(KNOBS)
+    assert listed["grading"]["upper"] == {"knob": "upper", "value": 0.6, "origin": "argument"}
+    assert listed["search"]["web_k"]["origin"] == "CRAG_WEB_K"
+    assert main(["config", "--home", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "[grading]" in text and "web_k = 7  (CRAG_WEB_K)" in text

@@ -496,4 +496,8 @@ def test_relevance_only_is_a_system_of_its_own() -> None:
 
     assert parse_systems("crag,crag-relevance") == ["crag", "crag-relevance"]
     ctx = Context(home=Path("/nonexistent-crag-home")).with_overrides(**RELEVANCE_ONLY)
-    assert (ctx.weight_relevance, ctx.weight_recency, ctx.conflicts) == (1.0, 0.0, "off")
+    assert (
+        ctx.confidence.weight_relevance,
+        ctx.confidence.weight_recency,
+        ctx.confidence.conflicts,
+    ) == (1.0, 0.0, "off")

@@ -91,7 +91,9 @@ def test_auto_lets_a_server_model_judge_the_uncertain_band(
     question = "How does dropout regularize a network?"
     passages = ["Dropout zeroes random activations during training.", "Paris is in France."]
     first = asyncio.run(grader.first.ascore(question, passages))
-    band = [i for i, s in enumerate(first) if ctx.cascade_low <= s < ctx.cascade_high]
+    band = [
+        i for i, s in enumerate(first) if ctx.grading.cascade_low <= s < ctx.grading.cascade_high
+    ]
     assert band, first  # at least one passage the judge must settle
     before = len(fake.requests)
     scores = asyncio.run(grader.ascore(question, passages))
@@ -120,7 +122,7 @@ def test_auto_is_the_cascade_only_with_a_server_judge(
     assert uses_llm(ctx) is cascade
     if not cascade:  # built without loading any chat model
         assert isinstance(make_grader(ctx, library=True), SimilarityGrader)
-    assert without_llm(ctx).grader == ("offline" if cascade else "auto")
+    assert without_llm(ctx).grading.grader == ("offline" if cascade else "auto")
 
 
 def test_no_llm_grades_offline_whatever_the_settings_say(
@@ -130,8 +132,12 @@ def test_no_llm_grades_offline_whatever_the_settings_say(
     for grader in ([], ["--grader", "cascade"], ["--grader", "judge"]):
         args = build_parser().parse_args(["ask", "What is dropout?", *grader, "--no-llm"])
         ctx = context_from_args(args)
-        assert ctx.chat_model == "extractive" and ctx.grader == "offline" and not uses_llm(ctx)
+        assert (
+            ctx.models.chat_model == "extractive"
+            and ctx.grading.grader == "offline"
+            and not uses_llm(ctx)
+        )
     args = build_parser().parse_args(
         ["ask", "What is dropout?", "--grader", "features", "--no-llm"]
     )
-    assert context_from_args(args).grader == "features"
+    assert context_from_args(args).grading.grader == "features"

@@ -109,9 +109,9 @@ def streamed(piece: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     ctx = context_from_args(args)
-    check_collection_name(ctx.collection)  # a usage error, whatever the store holds
-    if ctx.external == "local":
-        check_collection_name(ctx.external_collection)
+    check_collection_name(ctx.store.collection)  # a usage error, whatever the store holds
+    if ctx.search.external == "local":
+        check_collection_name(ctx.search.external_collection)
     show = not (args.quiet or args.json)
     if show:
         print(f"question: {printable(args.question)}", file=sys.stderr)
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         context=ctx,
         thread_id=args.thread,
         on_step=progress if show else None,
-        on_token=streamed if show and ctx.chat_model != EXTRACTIVE else None,
+        on_token=streamed if show and ctx.models.chat_model != EXTRACTIVE else None,
     )
     result = summary(state)
     print(as_json(result) if args.json else printable(render(result)))

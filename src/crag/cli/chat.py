@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 line,
                 context=ctx,
                 thread_id=thread,
-                on_token=None if ctx.chat_model == EXTRACTIVE else echo,
+                on_token=None if ctx.models.chat_model == EXTRACTIVE else echo,
             )
         except (CragError, ValueError) as exc:  # this question fails; the chat goes on
             print(f"crag chat: error: {printable(str(exc))}", file=sys.stderr)

@@ -52,10 +52,10 @@ def run(args: argparse.Namespace) -> int:
         print("crag demo: no samples folder found; pass --samples DIR", file=sys.stderr)
         return 2
     ctx = context_from_args(args)
-    print(f"== ingesting the sample library into {ctx.home}", file=sys.stderr)
+    print(f"== ingesting the sample library into {ctx.store.home}", file=sys.stderr)
     for folder, collection in (
-        (samples / "library", ctx.collection),
-        (samples / "external", ctx.external_collection),
+        (samples / "library", ctx.store.collection),
+        (samples / "external", ctx.search.external_collection),
     ):
         if _ingest(ctx, folder, collection) != 0:
             return 1
@@ -76,6 +76,6 @@ def run(args: argparse.Namespace) -> int:
         )
     matched = sum(item["expected_verdict"] == result["verdict"] for item, result, _ in rows)
     print(f"verdicts as expected: {matched}/{len(rows)}")
-    home = f" --home {ctx.home}" if ctx.origin("home") == "argument" else ""
+    home = f" --home {ctx.store.home}" if ctx.origin("home") == "argument" else ""
     print(f'\nnext: crag ask "your question"{home}   (or: crag chat{home}, langgraph dev)')
     return 0

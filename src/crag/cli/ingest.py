@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from crag.cli.options import STORE_FIELDS, add_context_flags, context_from_args
+from crag.cli.options import STORE_FLAGS, add_context_flags, context_from_args
 from crag.errors import IngestError, ProviderError, StoreError
 from crag.ingest.indexer import Event, Ingestor
 from crag.ingest.progress import Progress, format_summary
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    add_context_flags(parser, STORE_FIELDS)
+    add_context_flags(parser, STORE_FLAGS)
 
 
 def _error(message: str, args: argparse.Namespace | None = None) -> None:
@@ -73,8 +73,8 @@ def _with_notes(progress: Progress, quiet: bool) -> Callable[[Event], None]:
 def run(args: argparse.Namespace) -> int:
     try:
         ctx = context_from_args(args)
-        check_collection_name(ctx.collection)
-        if not ctx.chroma_url:
+        check_collection_name(ctx.store.collection)
+        if not ctx.store.chroma_url:
             check_home(ctx)
     except (ValueError, StoreError) as exc:
         _error(str(exc), args)

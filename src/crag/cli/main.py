@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from dotenv import load_dotenv
 
-from crag.cli import ask, chat, demo, ingest
+from crag.cli import ask, chat, config, demo, ingest
 from crag.errors import CragError
 from crag.offline import use_offline_defaults
 from crag.redact import SecretFilter, scrub
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crag", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in [ingest, ask, chat, demo, *plugged_in()]:
+    for command in [ingest, ask, chat, demo, config, *plugged_in()]:
         child = sub.add_parser(command.NAME, help=command.HELP, description=command.__doc__)
         command.add_arguments(child)
         child.set_defaults(run=command.run)

@@ -190,12 +190,14 @@ class Weights:
 def weights_for(ctx: Context, question: str) -> tuple[Weights, str | None]:
     """The run's weights for this question, and why recency weighs more when it does."""
     timely = time_sensitive(question)
-    boost = timely is not None and ctx.timely_recency_weight > ctx.weight_recency
+    boost = (
+        timely is not None and ctx.confidence.timely_recency_weight > ctx.confidence.weight_recency
+    )
     weights = Weights(
-        relevance=ctx.weight_relevance,
-        completeness=ctx.weight_completeness,
-        recency=ctx.timely_recency_weight if boost else ctx.weight_recency,
-        authority=ctx.weight_authority,
+        relevance=ctx.confidence.weight_relevance,
+        completeness=ctx.confidence.weight_completeness,
+        recency=ctx.confidence.timely_recency_weight if boost else ctx.confidence.weight_recency,
+        authority=ctx.confidence.weight_authority,
     )
     return weights, timely
 
@@ -226,12 +228,12 @@ def rate(
     rated: list[Passage] = []
     for p in passages:
         when, how = dated(p)
-        value, kind = authority(p, ctx.authority)
+        value, kind = authority(p, ctx.confidence.authority)
         out: Passage = {
             **p,
             "kind": kind,
             "completeness": round(completeness(wanted, p["text"]), 4),
-            "recency": round(recency(when, today, ctx.recency_half_life_days), 4),
+            "recency": round(recency(when, today, ctx.confidence.recency_half_life_days), 4),
             "authority": round(value, 4),
         }
         if when is not None:

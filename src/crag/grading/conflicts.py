@@ -227,15 +227,15 @@ def settle(
 
 def mode(ctx: Context) -> str:
     """`rule`, `model` or `off`: `auto` asks the model when there is one."""
-    if ctx.conflicts == "auto":
-        return "rule" if ctx.chat_model == EXTRACTIVE else "model"
-    return ctx.conflicts
+    if ctx.confidence.conflicts == "auto":
+        return "rule" if ctx.models.chat_model == EXTRACTIVE else "model"
+    return ctx.confidence.conflicts
 
 
 async def read_out(question: str, found: Sequence[Claimant], ctx: Context) -> None:
     """Each source's answer, read out by the chat model in one call (`chat_timeout_s`);
     where it reads none, the values the rule reads."""
-    model = make_chat_model(ctx.chat_model, ctx, max_tokens=24 * len(found) + 24)
+    model = make_chat_model(ctx.models.chat_model, ctx, max_tokens=24 * len(found) + 24)
     tag = prompts.data_tag()
     sources = "\n\n".join(
         prompts.SOURCE_BLOCK.format(
@@ -253,7 +253,7 @@ async def read_out(question: str, found: Sequence[Claimant], ctx: Context) -> No
     ]
     reply = await asyncio.wait_for(
         model.with_structured_output(prompts.SourceValues).ainvoke(messages),
-        timeout=ctx.chat_timeout_s,
+        timeout=ctx.models.chat_timeout_s,
     )
     if not isinstance(reply, prompts.SourceValues):
         raise ValueError(f"not the JSON asked for: {reply!r}")

@@ -197,8 +197,8 @@ _INDEXES_LOCK = threading.Lock()
 
 def library_index(ctx: Context, collection: str) -> LibraryIndex:
     """The index of the tenant's part of the collection, read once per version and process."""
-    location = ctx.chroma_url or str(ctx.chroma_path.resolve())
-    key = (location, collection, ctx.tenant, library_version(ctx, collection))
+    location = ctx.store.chroma_url or str(ctx.store.chroma_path.resolve())
+    key = (location, collection, ctx.store.tenant, library_version(ctx, collection))
     with _INDEXES_LOCK:
         index = _INDEXES.get(key)
     if index is None:
@@ -240,7 +240,7 @@ def library_texts(ctx: Context, collection: str) -> list[str]:
 
 async def coverage_gaps(question: str, ctx: Context) -> list[str]:
     """Specific terms of the question the library never mentions in any spelling."""
-    if not ctx.coverage_check:
+    if not ctx.grading.coverage_check:
         return []
     # text and library work, off the event loop (a server keeps serving meanwhile)
     return await asyncio.to_thread(_gaps, question, ctx)
@@ -257,4 +257,4 @@ def specific_terms(question: str) -> list[str]:
 
 
 def _gaps(question: str, ctx: Context) -> list[str]:
-    return missing_terms(ctx, ctx.collection, specific_terms(question))
+    return missing_terms(ctx, ctx.store.collection, specific_terms(question))

@@ -270,9 +270,9 @@ async def decompose(question: str, ctx: Context) -> Split:
     """
     parts = rule_parts(question)
     compares = comparison(normalize(question)) is not None
-    if not parts or ctx.chat_model == EXTRACTIVE:
+    if not parts or ctx.models.chat_model == EXTRACTIVE:
         return Split(parts, "rules", compares)
-    model = make_chat_model(ctx.chat_model, ctx, max_tokens=160)
+    model = make_chat_model(ctx.models.chat_model, ctx, max_tokens=160)
     try:
         reply = await model.ainvoke(
             [

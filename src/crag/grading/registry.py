@@ -68,9 +68,11 @@ def _similarity(ctx: Context, embeddings: Embeddings, library: bool) -> Relevanc
 
 @GRADERS.register("judge", "the LLM judge (judge_model) on every document")
 def _judge(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    spec = ctx.judge_model or ctx.chat_model
+    spec = ctx.models.judge_model or ctx.models.chat_model
     if spec == EXTRACTIVE:
-        raise ProviderError(f"grader={ctx.grader} needs a chat model (chat_model is 'extractive')")
+        raise ProviderError(
+            f"grader={ctx.grading.grader} needs a chat model (chat_model is 'extractive')"
+        )
     # The in-process llama.cpp engine runs one request at a time, and interleaved
     # requests lose its prompt-prefix cache: measured 2.7x slower than one by one.
     return JudgeGrader(make_chat_model(spec, ctx), max_concurrency=1 if spec == "local" else 4)
@@ -80,17 +82,19 @@ def _judge(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrad
 def _cascade(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     judge = _judge(ctx, embeddings, library)
     first = _offline(ctx, embeddings, library)
-    return CascadeGrader(first, judge, ctx.cascade_low, ctx.cascade_high)
+    return CascadeGrader(first, judge, ctx.grading.cascade_low, ctx.grading.cascade_high)
 
 
 def _server_judge(ctx: Context) -> bool:
     """Whether the judge would be a chat model that `auto` lets judge (a server's)."""
-    return judges_by_default(ctx.judge_model or ctx.chat_model)
+    return judges_by_default(ctx.models.judge_model or ctx.models.chat_model)
 
 
 def uses_llm(ctx: Context) -> bool:
     """Whether the run's grader asks a chat model (and so can fail when its server does)."""
-    return ctx.grader in ("judge", "cascade") or (ctx.grader == "auto" and _server_judge(ctx))
+    return ctx.grading.grader in ("judge", "cascade") or (
+        ctx.grading.grader == "auto" and _server_judge(ctx)
+    )
 
 
 def without_llm(ctx: Context) -> Context:
@@ -106,11 +110,11 @@ def _build(ctx: Context, name: str, library: bool = False) -> RelevanceGrader:
 def make_grader(ctx: Context, *, library: bool) -> RelevanceGrader:
     """The grader that scores a question's documents: the library's chunks
     (`library`), or results of an external search."""
-    return _build(ctx, ctx.grader, library)
+    return _build(ctx, ctx.grading.grader, library)
 
 
 def make_strip_grader(ctx: Context) -> RelevanceGrader:
     """The grader that scores a question's strips in refinement. Never the LLM judge: a
     question has dozens of strips, and the judge costs about a second each."""
     offline = without_llm(ctx)
-    return _build(offline, offline.grader)
+    return _build(offline, offline.grading.grader)

@@ -25,7 +25,7 @@ FORMAT_VERSION = 1
 
 
 def model_path(ctx: Context) -> Path:
-    return ctx.grader_file or ctx.grader_dir / MODEL_FILE
+    return ctx.grading.grader_file or ctx.store.grader_dir / MODEL_FILE
 
 
 def save_trained_grader(

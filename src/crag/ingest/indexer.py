@@ -143,21 +143,23 @@ def _home_lock(ctx: Context) -> Iterator[None]:
     so it holds between ingests from this machine and home.)"""
     check_home(ctx)
     name = "ingest.lock"
-    where: str | Path = ctx.home
-    if ctx.chroma_url:
-        name = f"ingest-{sha256_hex(ctx.chroma_url)[:12]}.lock"
-        where = ctx.chroma_url
+    where: str | Path = ctx.store.home
+    if ctx.store.chroma_url:
+        name = f"ingest-{sha256_hex(ctx.store.chroma_url)[:12]}.lock"
+        where = ctx.store.chroma_url
     with contextlib.ExitStack() as stack:
         try:
-            ctx.home.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(exclusive(ctx.home / name, wait=False))
+            ctx.store.home.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(exclusive(ctx.store.home / name, wait=False))
         except LockBusy as busy:
             raise IngestError(
                 f"another `crag ingest` (pid {busy.holder}) is writing to {where}; "
                 "wait for it to finish"
             ) from busy
         except OSError as exc:  # a read-only or full disk, a file in the way
-            raise store_error(exc, str(ctx.home)) or StoreError(f"{ctx.home}: {exc}") from exc
+            raise store_error(exc, str(ctx.store.home)) or StoreError(
+                f"{ctx.store.home}: {exc}"
+            ) from exc
         yield
 
 
@@ -183,14 +185,16 @@ class Ingestor:
         batch_size: int = BATCH_SIZE,
     ) -> None:
         self.ctx = ctx
-        self.collection_name = collection or ctx.collection
+        self.collection_name = collection or ctx.store.collection
         self.prune = prune
         self.rebuild = rebuild
         self._embeddings = embeddings
         self.on_event = on_event
         self.batch_size = max(1, batch_size)
-        self.chunker = chunker_signature(ctx.chunk_size, ctx.chunk_overlap)
-        self.summary = IngestSummary(root="", collection=self.collection_name, tenant=ctx.tenant)
+        self.chunker = chunker_signature(ctx.store.chunk_size, ctx.store.chunk_overlap)
+        self.summary = IngestSummary(
+            root="", collection=self.collection_name, tenant=ctx.store.tenant
+        )
         self._marked = False
         self._client: ClientAPI | None = None
 
@@ -213,7 +217,7 @@ class Ingestor:
         if not self._marked:
             if self._client is not None:
                 unseal(self._client, self.collection_name)
-            mark_changed(collection, self.ctx.tenant)
+            mark_changed(collection, self.ctx.store.tenant)
             self._marked = True
 
     def _delete(self, collection: Collection, ids: Sequence[str]) -> None:
@@ -230,16 +234,16 @@ class Ingestor:
             raise IngestError("--prune needs a folder, not a single file", exit_code=2)
         summary = self.summary
         summary.root = str(found.root)
-        if self.ctx.chroma_url:
+        if self.ctx.store.chroma_url:
             open_client(self.ctx)  # a server that does not answer: before HOME is touched
         try:
             with _home_lock(self.ctx):
                 self._client = client = self._open()
                 collection = get_collection(
-                    client, self.collection_name, create=True, embeddings=self.ctx.embeddings
+                    client, self.collection_name, create=True, embeddings=self.ctx.models.embeddings
                 )
                 self._adopt(client, collection)
-                stored = _scan(collection, self.ctx.tenant)
+                stored = _scan(collection, self.ctx.store.tenant)
                 self._emit(
                     "start",
                     root=str(found.root),
@@ -285,10 +289,12 @@ class Ingestor:
             client = open_client(self.ctx, create=True)
             dropped = drop_collection(client, self.collection_name)
         except DamagedStore as exc:
-            if exc.part != "database" or self.ctx.chroma_url:
+            if exc.part != "database" or self.ctx.store.chroma_url:
                 raise
             moved = set_aside_store(self.ctx)
-            self._emit("set_aside", store=str(self.ctx.chroma_path), to=str(moved), reason=str(exc))
+            self._emit(
+                "set_aside", store=str(self.ctx.store.chroma_path), to=str(moved), reason=str(exc)
+            )
             client = open_client(self.ctx, create=True)
             dropped = False
         self._emit("rebuild", collection=self.collection_name, dropped=dropped)
@@ -331,7 +337,9 @@ class Ingestor:
                 report.chunks = len(stored.version_ids(version))
                 return report
             doc = load_document(file, data)
-            chunks = chunk_pages(doc.pages, doc.kind, self.ctx.chunk_size, self.ctx.chunk_overlap)
+            chunks = chunk_pages(
+                doc.pages, doc.kind, self.ctx.store.chunk_size, self.ctx.store.chunk_overlap
+            )
             if not chunks:
                 raise LoadError(file, "no indexable text (only fragments of a few characters)")
         except LoadError as exc:
@@ -340,7 +348,7 @@ class Ingestor:
             return report
 
         report.pages, report.chunks, report.warnings = doc.page_count, len(chunks), doc.warnings
-        ids = [chunk_id(source, version, c.index, self.ctx.tenant) for c in chunks]
+        ids = [chunk_id(source, version, c.index, self.ctx.store.tenant) for c in chunks]
         present = stored.version_ids(version)
         todo = [(cid, c) for cid, c in zip(ids, chunks, strict=True) if cid not in present]
         self._emit(
@@ -352,7 +360,7 @@ class Ingestor:
             todo=len(todo),
         )
         base_meta: dict[str, Any] = {
-            TENANT_KEY: self.ctx.tenant,
+            TENANT_KEY: self.ctx.store.tenant,
             "source": source,
             "title": doc.title,
             "front_matter": doc.front_matter,
@@ -399,7 +407,9 @@ class Ingestor:
         """Vectors for `chunks`: reused from any chunk with the same text, else embedded."""
         hashes = [sha256_hex(c.text) for c in chunks]
         unique = sorted(set(hashes))
-        known: dict[str, Any] = vectors_by(collection, "content_hash", unique, self.ctx.tenant)
+        known: dict[str, Any] = vectors_by(
+            collection, "content_hash", unique, self.ctx.store.tenant
+        )
         missing = [h for h in unique if h not in known]
         if missing:
             text_of = {h: c.text for h, c in zip(hashes, chunks, strict=True)}
@@ -466,8 +476,8 @@ def ingest_path(
     embeddings: Embeddings | None = None,
     on_event: EventHandler | None = None,
 ) -> IngestSummary:
-    """Ingest a folder (recursively) or one file into `collection` (default `ctx.collection`),
-    as `ctx.tenant`'s files.
+    """Ingest a folder (recursively) or one file into `collection` (default `ctx.store.collection`),
+    as `ctx.store.tenant`'s files.
 
     Raises `IngestError` when the run cannot start (`StoreError` when the store cannot be
     used); per-file problems are reported in the summary instead, and leave the file's

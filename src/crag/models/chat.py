@@ -37,17 +37,19 @@ def _local(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
     from crag.models.llamacpp import LlamaCppChatModel
     from crag.models.model_files import ensure_local_gguf
 
-    path = ensure_local_gguf(ctx.model_cache)
-    return LlamaCppChatModel(model_path=str(path), threads=ctx.threads, max_tokens=max_tokens)
+    path = ensure_local_gguf(ctx.models.model_cache)
+    return LlamaCppChatModel(
+        model_path=str(path), threads=ctx.models.threads, max_tokens=max_tokens
+    )
 
 
 @CHAT_MODELS.register("openai", "openai:<model>, any OpenAI-compatible server")
 def _openai(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
     from langchain_openai import ChatOpenAI  # heavy: only when asked for
 
-    kwargs = openai_kwargs(f"chat model `openai:{model}`", ctx.chat_timeout_s)
+    kwargs = openai_kwargs(f"chat model `openai:{model}`", ctx.models.chat_timeout_s)
     kwargs.update(model=model, temperature=0, max_tokens=max_tokens)
-    if ctx.redact_queries and leaves_machine():
+    if ctx.search.redact_queries and leaves_machine():
         from crag.models.masking import MaskedChatOpenAI
 
         return MaskedChatOpenAI(**kwargs)
@@ -77,17 +79,17 @@ def make_chat_model(
     """The chat model named by `spec` (`name` or `name:model`), built once and cached."""
     ctx = ctx or Context()
     spec = (spec or "").strip()
-    limit = max_tokens if max_tokens is not None else ctx.max_answer_tokens
+    limit = max_tokens if max_tokens is not None else ctx.models.max_answer_tokens
     if spec == EXTRACTIVE:
         raise ProviderError(
             "`extractive` is not a chat model: it answers with the best kept strips and "
             "is handled by the generate node"
         )
     name, model = CHAT_MODELS.split(spec, f"{SPEC_FORMS} (or `{EXTRACTIVE}`)")
-    key: tuple[object, ...] = (spec, str(ctx.model_cache), ctx.threads, limit)
+    key: tuple[object, ...] = (spec, str(ctx.models.model_cache), ctx.models.threads, limit)
     if name == "openai":  # checked before the cache, and part of its key
-        outgoing = ctx.redact_queries and leaves_machine()
-        key += (ctx.chat_timeout_s, outgoing, *openai_identity(f"chat model `{spec}`"))
+        outgoing = ctx.search.redact_queries and leaves_machine()
+        key += (ctx.models.chat_timeout_s, outgoing, *openai_identity(f"chat model `{spec}`"))
     with _CACHE_LOCK:
         if key not in _CACHE:
             _CACHE[key] = CHAT_MODELS[name](model, ctx, limit)

@@ -139,8 +139,8 @@ def make_embeddings(
 def embeddings_for(ctx: Context) -> Remembering:
     """The run's embedder, as Context configures it (model, threads, timeout, masking)."""
     return make_embeddings(
-        ctx.embeddings,
-        threads=ctx.threads,
-        timeout_s=ctx.embeddings_timeout_s,
-        redact=ctx.redact_queries,
+        ctx.models.embeddings,
+        threads=ctx.models.threads,
+        timeout_s=ctx.models.embeddings_timeout_s,
+        redact=ctx.search.redact_queries,
     )

@@ -41,12 +41,12 @@ async def standalone(
     if not turns or not is_follow_up(question):
         return question, ""
     rule = carried(question, turns[-1][0])
-    if ctx.chat_model == EXTRACTIVE:
+    if ctx.models.chat_model == EXTRACTIVE:
         return rule, f"follow-up, with the last question's terms: {rule}"
     history = "\n".join(
         f"User: {q}\nAssistant: {a[:ANSWER_CHARS]}" for q, a in turns[-HISTORY_TURNS:]
     )
-    model = make_chat_model(ctx.chat_model, ctx, max_tokens=64)
+    model = make_chat_model(ctx.models.chat_model, ctx, max_tokens=64)
     try:
         reply = await model.ainvoke(
             [
@@ -58,6 +58,6 @@ async def standalone(
     except Exception as exc:  # condensing is an aid: fall back to the rule
         log.warning("condensing the follow-up failed (%s); using the rule", exc)
         condensed = ""
-    if not 2 <= len(condensed) <= ctx.max_question_chars:
+    if not 2 <= len(condensed) <= ctx.retrieval.max_question_chars:
         return rule, f"follow-up, with the last question's terms: {rule}"
     return condensed, f"follow-up, condensed: {condensed}"

@@ -250,10 +250,10 @@ def unknown(ctx: Context, unmet: Sequence[Constraint], seen: Sequence[str]) -> l
         return []
     names = [c for c in unmet if c.kind == "name"]
     try:
-        missing = set(missing_terms(ctx, ctx.collection, [c.value for c in names]))
+        missing = set(missing_terms(ctx, ctx.store.collection, [c.value for c in names]))
         values = [c for c in unmet if c.kind != "name"]
         if values:
-            texts = library_texts(ctx, ctx.collection)
+            texts = library_texts(ctx, ctx.store.collection)
             missing |= {c.value for c in values if not check([c], texts).holds}
     except StoreError as e:
         # no library to look in (answering from search results alone): nothing is
@@ -315,7 +315,7 @@ async def draft(
     finished sentences if it wrote some (a reply cut at the token limit), else the best
     passages, said so in the answer: the run still answers from its sources.
     """
-    model = make_chat_model(ctx.chat_model, ctx, max_tokens=ctx.max_answer_tokens)
+    model = make_chat_model(ctx.models.chat_model, ctx, max_tokens=ctx.models.max_answer_tokens)
     tag = prompts.data_tag()
     messages = [
         SystemMessage(prompts.ANSWER_SYSTEM.format(tag=tag)),
@@ -365,7 +365,9 @@ async def grounded(
     sentences = split_sentences(answer)
     if not sentences:
         return answer, 0, "nothing to check"
-    model = make_chat_model(ctx.judge_model or ctx.chat_model, ctx, max_tokens=16 * len(sentences))
+    model = make_chat_model(
+        ctx.models.judge_model or ctx.models.chat_model, ctx, max_tokens=16 * len(sentences)
+    )
     listed = "\n".join(f"{i}. {text}" for i, text in enumerate(sentences, 1))
     tag = prompts.data_tag()
     messages = [
@@ -418,26 +420,30 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
         reason = f"(The external source failed: {failed})" if failed else ""
         return declined("no evidence", reason, "no supporting source: declined")
     numbered = number_sources(kept, docs)
-    asked = constraints(question) if ctx.verify else []
-    if ctx.chat_model == EXTRACTIVE:
+    asked = constraints(question) if ctx.generation.verify else []
+    if ctx.models.chat_model == EXTRACTIVE:
         answer, detail, dropped = extractive_answer(numbered, asked=asked), "extractive", 0
     else:
         drafted, detail = await draft(question, numbered, ctx)
         if drafted is None:
             return declined("model found none", "", detail)
         answer, dropped = drafted, 0
-        if ctx.verify and ctx.verify_claims and not detail.startswith(FALLBACK):
+        if (
+            ctx.generation.verify
+            and ctx.generation.verify_claims
+            and not detail.startswith(FALLBACK)
+        ):
             answer, dropped, grounding = await grounded(drafted, numbered, ctx)
             detail += f"; {grounding}"
             if not answer:
                 return declined("ungrounded", "", f"{detail}: nothing the sources state")
-    if ctx.chat_model != EXTRACTIVE and not detail.startswith(FALLBACK):
+    if ctx.models.chat_model != EXTRACTIVE and not detail.startswith(FALLBACK):
         answer, moved = repointed(answer, numbered)
         detail += f"; {moved} citation(s) moved to the source that states it" if moved else ""
     citations = cited(answer, numbered)
     if asked:
         # the evidence: what the answer quotes, or the strips of the sources it cites
-        if ctx.chat_model == EXTRACTIVE:
+        if ctx.models.chat_model == EXTRACTIVE:
             evidence = [answer]
         else:
             evidence = [s["text"] for c, strips in numbered if c in citations for s in strips]
@@ -465,7 +471,7 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
                 lacks = f"weak evidence: {lacks}"
             elif part_answered(state, evidence, context):
                 lacks = f"parts answered: {lacks}"
-            elif ctx.near_miss_answers:
+            elif ctx.generation.near_miss_answers:
                 lacks = f"near miss: {lacks}"
             else:
                 return declined("constraints unmet", f"({found})", f"declined: {lacks}", unmet)

@@ -52,7 +52,9 @@ async def graded_parts(
     seen = {d["id"] for d in docs}
     pool = list(docs)
     for part in parts:
-        hits = await asyncio.to_thread(library_retrieve, ctx, ctx.collection, part, ctx.k)
+        hits = await asyncio.to_thread(
+            library_retrieve, ctx, ctx.store.collection, part, ctx.retrieval.k
+        )
         for hit in hits:
             if (passage := hit_to_passage(hit, origin="library"))["id"] not in seen:
                 seen.add(passage["id"])
@@ -104,7 +106,7 @@ class Grading:
 
 def fast_gap(ctx: Context) -> float | None:
     """The fast path's gap, None when it is off."""
-    return ctx.fast_gap if ctx.fast_path else None
+    return ctx.grading.fast_gap if ctx.grading.fast_path else None
 
 
 def best_k(scores: list[float], k: int) -> list[int]:
@@ -116,7 +118,7 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
     """Score every candidate, keep the best `k`, route and grade. A question the fast
     path takes at the context's thresholds gets no part grading and no LLM judge: that
     is what it spares (so with an LLM grader its grades hold only the cheap scores)."""
-    split = await decompose(question, ctx) if ctx.decompose else Split([], "off")
+    split = await decompose(question, ctx) if ctx.retrieval.decompose else Split([], "off")
     reasons = complexity(question, split.parts)
     # the fast check uses the cheap grader: a clear winner spares the LLM judge
     cheap = without_llm(ctx)
@@ -124,7 +126,7 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
         scored_by(cheap, question, [d["text"] for d in candidates]),
         coverage_gaps(question, ctx),
     )
-    kept = best_k(every, ctx.k)
+    kept = best_k(every, ctx.retrieval.k)
     docs = [candidates[i] for i in kept]
     first = [every[i] for i in kept]
     texts = [d["text"] for d in docs]
@@ -133,7 +135,7 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
     # know (the 2.4 limits for a question on version 3), and a question of several
     # parts may have others the library answers.
     one_part = not split.parts and not rule_parts(question)
-    asked = when(question) if ctx.coverage_check else []
+    asked = when(question) if ctx.grading.coverage_check else []
     grades = Grades(
         scores=[float(s) for s in first],
         first=[float(s) for s in first],
@@ -144,7 +146,7 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
         never=list(never),
         unknown=[t for t in never if not any(ch.isdigit() for ch in t)] if one_part else [],
     )
-    if fast_winner(grades, ctx.upper, fast_gap(ctx)) is not None:
+    if fast_winner(grades, ctx.grading.upper, fast_gap(ctx)) is not None:
         return Grading(docs, grades, name, split, reasons)
     if len(split.parts) >= 2:  # each part graded on its own: the whole question is not
         pool, scores, parts, name = await graded_parts(ctx, split, docs)
@@ -164,7 +166,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     graded = await grading(ctx, state["question"], state.get("docs") or [])
     grades = graded.grades
-    decision = decide(grades, ctx.upper, ctx.lower, fast_gap(ctx))
+    decision = decide(grades, ctx.grading.upper, ctx.grading.lower, fast_gap(ctx))
     scores = grades["scores"]
     scored = [Passage(**d, score=round(s, 4)) for d, s in zip(graded.docs, scores, strict=True)]
     parts = [
@@ -175,7 +177,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         winner = decision.good[0]
         detail = (
             f"correct by {graded.grader}, fast path: the best chunk scores "
-            f"{scores[winner]:.2f}, at least {ctx.fast_gap:g} ahead of the next"
+            f"{scores[winner]:.2f}, at least {ctx.grading.fast_gap:g} ahead of the next"
         )
     else:
         detail = f"{decision.verdict} by {graded.grader}: " + ", ".join(f"{s:.2f}" for s in scores)

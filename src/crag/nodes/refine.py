@@ -176,8 +176,8 @@ def rate_strips(
 def priority(ctx: Context, timely: str | None) -> str:
     """Which side leads the ambiguous path's context: the library (authority) or the
     web (freshness); `auto` follows the question's time-sensitivity."""
-    if ctx.source_priority != "auto":
-        return ctx.source_priority
+    if ctx.confidence.source_priority != "auto":
+        return ctx.confidence.source_priority
     return "web-first" if timely else "internal-first"
 
 
@@ -192,7 +192,7 @@ def ordered(
     # a decomposed question is complete when each of its parts is covered
     parts = [p["text"] for p in state.get("parts") or []] or None
     rated = {d["id"]: d for d in rate(seen, question, ctx, weights, parts=parts)}
-    docs = [rated.get(d["id"], d) for d in knowledge_for(state, ctx.lower)]
+    docs = [rated.get(d["id"], d) for d in knowledge_for(state, ctx.grading.lower)]
 
     def by_confidence(side: list[Passage]) -> list[Passage]:
         return sorted(side, key=lambda d: -d.get("confidence", 0.0))
@@ -220,7 +220,7 @@ async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     notes = [f"recency weight {weights.recency:g}: time-sensitive, {timely}"] if timely else []
     if split_at is not None:
         notes.append(lead)
-    if not ctx.refine:  # whole documents, still without sentences that give orders
+    if not ctx.refinement.refine:  # whole documents, still without sentences that give orders
         whole: list[Strip] = [
             {"doc_id": d["id"], "position": position(r, 0), "text": text, "score": 1.0}
             for r, d in enumerate(docs)
@@ -228,19 +228,19 @@ async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         ]
         detail = "; ".join([f"off: {len(whole)} whole documents", *notes])
         return {**seen, "strips": whole, "kept_strips": whole, "conflicts": [], **note(detail)}
-    strips = decompose(docs, ctx.strip_sentences)
+    strips = decompose(docs, ctx.refinement.strip_sentences)
     texts = [s["text"] for s in strips]
     vectors = await asyncio.to_thread(_unit_vectors, ctx, texts)
     scores = await make_strip_grader(ctx).ascore(question, texts)
     rate_strips(strips, scores, docs, weights)
     pool, duplicates = deduplicate(
-        candidates(strips, ctx.strip_threshold), vectors, ctx.dedup_threshold
+        candidates(strips, ctx.refinement.strip_threshold), vectors, ctx.refinement.dedup_threshold
     )
     settled = await resolve(question, strips, docs, ctx, weights)
     # the preferred source's statement of the value leads, even if it scored low
     pool = settled.evidence + [s for s in pool if s not in settled.evidence]
     pool = [s for s in pool if s["doc_id"] not in settled.dropped]
-    kept = pick(pool, ctx.max_strips, split_at)
+    kept = pick(pool, ctx.refinement.max_strips, split_at)
     detail = f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents"
     if duplicates:
         detail += f"; {duplicates} repeating a more confident strip dropped"

@@ -51,26 +51,26 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         asked = state.get("question")
         said = [HumanMessage(str(asked))]
     # bounded work on any input, also for callers that skip the API (langgraph dev)
-    asked = clean_question(asked, ctx.max_question_chars)
+    asked = clean_question(asked, ctx.retrieval.max_question_chars)
     question, reading = await standalone(asked, messages, ctx)
     hit = await asyncio.to_thread(cache.lookup, ctx, question)
     if hit is not None:
         return from_cache(hit, question, said, reading, ctx)
-    depth = max(ctx.k, ctx.candidates)  # all scored; grade keeps the best k
-    hits = await asyncio.to_thread(library_retrieve, ctx, ctx.collection, question, depth)
+    depth = max(ctx.retrieval.k, ctx.retrieval.candidates)  # all scored; grade keeps the best k
+    hits = await asyncio.to_thread(library_retrieve, ctx, ctx.store.collection, question, depth)
     docs, dropped = await asyncio.to_thread(
         without_boilerplate,
         ctx,
-        ctx.collection,
+        ctx.store.collection,
         [hit_to_passage(hit, origin="library") for hit in hits],
     )
-    found = f"{len(docs)} chunks from {ctx.collection!r}"
+    found = f"{len(docs)} chunks from {ctx.store.collection!r}"
     if dropped:
         found += f" ({dropped} of boilerplate only dropped)"
     detail = "; ".join(filter(None, [reading, found]))
     return {
         **FRESH_RUN,
-        "tenant": ctx.tenant,
+        "tenant": ctx.store.tenant,
         "question": question,
         "messages": said,
         "docs": docs,
@@ -90,7 +90,7 @@ def from_cache(
     return {
         **FRESH_RUN,
         **hit.result,
-        "tenant": ctx.tenant,
+        "tenant": ctx.store.tenant,
         "cached": True,
         "question": question,
         "messages": [*said, reply],

@@ -79,7 +79,7 @@ def of_the_question(query: str, question: str) -> str:
 async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     # the query leaves the machine: it is written from the question without its secrets
-    outgoing = redact(state["question"]) if ctx.redact_queries else None
+    outgoing = redact(state["question"]) if ctx.search.redact_queries else None
     question = outgoing.text if outgoing else state["question"]
     masked = outgoing.removed if outgoing else []
 
@@ -94,9 +94,9 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         question = with_constraints(searched, question, names=False)
     # What the library lacks leads the query: the web is there to fill that gap.
     fallback = with_constraints(keyword_query(" ".join([*gaps, question])), question)
-    if ctx.chat_model == EXTRACTIVE:
+    if ctx.models.chat_model == EXTRACTIVE:
         return {"web_query": fallback, "redacted": masked, **note(f"keywords: {fallback}")}
-    model = make_chat_model(ctx.chat_model, ctx, max_tokens=24)
+    model = make_chat_model(ctx.models.chat_model, ctx, max_tokens=24)
     try:
         reply = await model.ainvoke(
             [

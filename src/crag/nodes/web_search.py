@@ -39,7 +39,7 @@ class Search:
 
     @property
     def done(self) -> bool:
-        return all(self.best.get(t, 0.0) >= self.ctx.upper for t in self.targets)
+        return all(self.best.get(t, 0.0) >= self.ctx.grading.upper for t in self.targets)
 
     async def ask(self, source: ExternalSearch, queries: list[str], k: int) -> None:
         """One search of one source: results graded against each target."""
@@ -113,12 +113,12 @@ async def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             search.tried.append(why_not)
         for queries in searches:
             # secrets stay on this machine (a source that does not say where it goes: masked)
-            if getattr(source, "leaves_machine", True) and ctx.redact_queries:
+            if getattr(source, "leaves_machine", True) and ctx.search.redact_queries:
                 cleaned = [redact(without_masked(q, state["question"])) for q in queries]
                 queries = [c.text for c in cleaned]
                 masked = list(dict.fromkeys([*masked, *(k for c in cleaned for k in c.removed)]))
             try:
-                await search.ask(source, queries, ctx.web_k)
+                await search.ask(source, queries, ctx.search.web_k)
             except Exception as exc:  # ungraded results must not reach the answer
                 search.errors.append(
                     f"grading the results of {name} failed: {type(exc).__name__}: {exc}"

@@ -118,8 +118,8 @@ _CLIENTS_LOCK = threading.Lock()
 
 
 def check_home(ctx: Context) -> None:
-    """`ctx.home` (and the store in it) must be folders, if they exist at all."""
-    for path in (ctx.home, ctx.chroma_path):
+    """`ctx.store.home` (and the store in it) must be folders, if they exist at all."""
+    for path in (ctx.store.home, ctx.store.chroma_path):
         if path.exists() and not path.is_dir():
             raise StoreError(
                 f"{path} is not a folder: point --home / CRAG_HOME at a folder (crag keeps its "
@@ -128,7 +128,11 @@ def check_home(ctx: Context) -> None:
 
 
 def _client_key(ctx: Context) -> str:
-    return f"url:{ctx.chroma_url}" if ctx.chroma_url else f"path:{ctx.chroma_path.resolve()}"
+    return (
+        f"url:{ctx.store.chroma_url}"
+        if ctx.store.chroma_url
+        else f"path:{ctx.store.chroma_path.resolve()}"
+    )
 
 
 def _drop_system(path: Path) -> None:
@@ -142,18 +146,19 @@ def _drop_system(path: Path) -> None:
 
 
 def open_client(ctx: Context, *, create: bool = False) -> ClientAPI:
-    """A Chroma client for `ctx` (server at `ctx.chroma_url`, else `ctx.chroma_path`).
+    """A Chroma client for `ctx` (server at `ctx.store.chroma_url`, else `ctx.store.chroma_path`).
 
     Cached per location: a persistent client is not cheap to open, and the
     retrieve node calls this once per question. Only a writer (`create`) makes a new
     embedded store: asking a library that was never ingested says so instead.
     """
     key = _client_key(ctx)
-    if not ctx.chroma_url:
+    if not ctx.store.chroma_url:
         check_home(ctx)
-        if not create and not (ctx.chroma_path / "chroma.sqlite3").is_file():
+        if not create and not (ctx.store.chroma_path / "chroma.sqlite3").is_file():
             raise StoreError(
-                f"no library at {ctx.home}: build one with `crag ingest PATH --home {ctx.home}` "
+                f"no library at {ctx.store.home}: build one with "
+                f"`crag ingest PATH --home {ctx.store.home}` "
                 "(or point --home / CRAG_HOME at an existing one)"
             )
     with _CLIENTS_LOCK:
@@ -162,26 +167,28 @@ def open_client(ctx: Context, *, create: bool = False) -> ClientAPI:
             return client
         import chromadb  # about a second to import: only when a store is opened
 
-        if ctx.chroma_url:
+        if ctx.store.chroma_url:
             try:
-                client = _http_client(ctx.chroma_url, ctx.timeout_s)
+                client = _http_client(ctx.store.chroma_url, ctx.search.timeout_s)
             except Exception as exc:
                 raise StoreError(
-                    f"cannot reach the Chroma server at {ctx.chroma_url} ({exc}); start it "
+                    f"cannot reach the Chroma server at {ctx.store.chroma_url} ({exc}); start it "
                     "with `chroma run --path DIR --port N`, or unset CRAG_CHROMA_URL to use "
-                    f"the embedded store in {ctx.chroma_path}"
+                    f"the embedded store in {ctx.store.chroma_path}"
                 ) from exc
         else:
             try:
-                ctx.chroma_path.mkdir(parents=True, exist_ok=True)
-                client = chromadb.PersistentClient(path=str(ctx.chroma_path), settings=_settings())
+                ctx.store.chroma_path.mkdir(parents=True, exist_ok=True)
+                client = chromadb.PersistentClient(
+                    path=str(ctx.store.chroma_path), settings=_settings()
+                )
             except BaseException as exc:  # a PanicException is no Exception
                 if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
                     raise
-                _drop_system(ctx.chroma_path)
-                problem = store_error(exc, str(ctx.chroma_path), ctx.collection)
+                _drop_system(ctx.store.chroma_path)
+                problem = store_error(exc, str(ctx.store.chroma_path), ctx.store.collection)
                 raise problem or StoreError(
-                    f"cannot open the Chroma store at {ctx.chroma_path}: {exc}"
+                    f"cannot open the Chroma store at {ctx.store.chroma_path}: {exc}"
                 ) from exc
         _CLIENTS[key] = client
         return client
@@ -199,19 +206,21 @@ def set_aside_store(ctx: Context) -> Path:
     the next writer starts a new one; returns where it went."""
     with _CLIENTS_LOCK:
         _CLIENTS.pop(_client_key(ctx), None)
-    _drop_system(ctx.chroma_path)
+    _drop_system(ctx.store.chroma_path)
     forget_verified()
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = ctx.chroma_path.with_name(f"{ctx.chroma_path.name}.damaged-{stamp}")
+    target = ctx.store.chroma_path.with_name(f"{ctx.store.chroma_path.name}.damaged-{stamp}")
     n = 1
     while target.exists():
         n += 1
-        target = ctx.chroma_path.with_name(f"{ctx.chroma_path.name}.damaged-{stamp}-{n}")
+        target = ctx.store.chroma_path.with_name(
+            f"{ctx.store.chroma_path.name}.damaged-{stamp}-{n}"
+        )
     try:
-        ctx.chroma_path.rename(target)
-        seal_file(ctx.chroma_path).unlink(missing_ok=True)
+        ctx.store.chroma_path.rename(target)
+        seal_file(ctx.store.chroma_path).unlink(missing_ok=True)
     except OSError as exc:
-        raise store_error(exc, str(ctx.chroma_path)) or StoreError(str(exc)) from exc
+        raise store_error(exc, str(ctx.store.chroma_path)) or StoreError(str(exc)) from exc
     return target
 
 

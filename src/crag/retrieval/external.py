@@ -160,7 +160,7 @@ SOURCES: Registry[Callable[[Context], ExternalSearch]] = Registry("external sour
 
 @SOURCES.register("local", "a second Chroma collection (external_collection), offline")
 def _local(ctx: Context) -> ExternalSearch:
-    return CollectionSearch(ctx, ctx.external_collection, "external", "local")
+    return CollectionSearch(ctx, ctx.search.external_collection, "external", "local")
 
 
 @SOURCES.register("tavily", "Tavily web search (TAVILY_API_KEY)")
@@ -168,7 +168,7 @@ def _tavily(ctx: Context) -> ExternalSearch:
     key = os.environ.get("TAVILY_API_KEY")
     if not key:
         raise ProviderError("external=tavily needs TAVILY_API_KEY in the environment")
-    return TavilySearch(key, ctx.tavily_base_url, ctx.timeout_s)
+    return TavilySearch(key, ctx.search.tavily_base_url, ctx.search.timeout_s)
 
 
 @SOURCES.register("none", "no external source: decline when the library has nothing")
@@ -188,15 +188,17 @@ def _sql(ctx: Context) -> ExternalSearch:
 
 
 def source_names(ctx: Context) -> list[str]:
-    """The web path's sources in order; `external` is the one `ctx.external` names.
+    """The web path's sources in order; `external` is the one `ctx.search.external` names.
     A source that cannot run here (sql with no database) is left out."""
     names = []
-    for raw in ctx.sources.split(","):
-        name = ctx.external if raw.strip() == "external" else raw.strip()
+    for raw in ctx.search.sources.split(","):
+        name = ctx.search.external if raw.strip() == "external" else raw.strip()
         if name not in FALLBACKS and name not in SOURCES:
             known = ", ".join(["external", *FALLBACKS.names(), *SOURCES.names()])
-            raise ProviderError(f"sources={ctx.sources!r}: unknown source {name!r}; use {known}")
-        if name == "sql" and ctx.sql_path is None:
+            raise ProviderError(
+                f"sources={ctx.search.sources!r}: unknown source {name!r}; use {known}"
+            )
+        if name == "sql" and ctx.search.sql_path is None:
             continue
         if name not in names:
             names.append(name)

@@ -61,10 +61,10 @@ def retrieve(
     """
     collection = get_collection(open_client(ctx), collection_name, embeddings=None)
     built_with = (collection.metadata or {}).get(EMBEDDINGS_KEY)
-    if built_with and built_with != ctx.embeddings:
+    if built_with and built_with != ctx.models.embeddings:
         raise StoreError(
             f"collection {collection_name!r} was built with embeddings {built_with!r} but "
-            f"this run uses {ctx.embeddings!r}; set CRAG_EMBEDDINGS={built_with}"
+            f"this run uses {ctx.models.embeddings!r}; set CRAG_EMBEDDINGS={built_with}"
         )
     if k < 1:
         return []
@@ -74,22 +74,22 @@ def retrieve(
     if isinstance(dimension, int) and dimension != len(vector):
         raise StoreError(
             f"collection {collection_name!r} holds {dimension}-dimensional vectors, but "
-            f"embeddings {ctx.embeddings!r} give {len(vector)}: ask with the embeddings it was "
-            f"built with, or rebuild it with these: {rebuild_hint(collection_name)}"
+            f"embeddings {ctx.models.embeddings!r} give {len(vector)}: ask with the embeddings "
+            f"it was built with, or rebuild it with these: {rebuild_hint(collection_name)}"
         )
     # Over-fetch, then cut: the approximate index misses fewer true top-k this way.
     with guard(collection, collection_name):
         result = collection.query(
             query_embeddings=[vector],
             n_results=max(4 * k, 20),
-            where=_both(where, tenant_where(collection, ctx.tenant)),
+            where=_both(where, tenant_where(collection, ctx.store.tenant)),
             include=["documents", "metadatas", "distances", "embeddings"],
         )
     ids = result["ids"][0] if result["ids"] else []
     docs = (result.get("documents") or [[]])[0]
     metas = (result.get("metadatas") or [[]])[0]
     dists = (result.get("distances") or [[]])[0]
-    mine = [i for i in range(len(ids)) if belongs(metas[i], collection, ctx.tenant)]
+    mine = [i for i in range(len(ids)) if belongs(metas[i], collection, ctx.store.tenant)]
     if len(mine) < len(ids):  # a tenant's first ingest running meanwhile, or another writer
         log.debug("dropped %d chunk(s) of other tenants from a query", len(ids) - len(mine))
     vectors = result.get("embeddings")
@@ -114,8 +114,8 @@ def describe(ctx: Context, collection_name: str) -> dict[str, Any]:
     collection = get_collection(open_client(ctx), collection_name)
     return {
         "collection": collection_name,
-        "tenant": ctx.tenant,
-        "location": ctx.chroma_url or str(ctx.chroma_path),
+        "tenant": ctx.store.tenant,
+        "location": ctx.store.chroma_url or str(ctx.store.chroma_path),
         "chunks": len(records),
         "files": len({str(r.metadata["source"]) for r in records if "source" in r.metadata}),
         "embeddings": (collection.metadata or {}).get(EMBEDDINGS_KEY),
@@ -227,10 +227,10 @@ def library_version(ctx: Context, collection_name: str) -> str:
     before versions were kept)."""
     collection = get_collection(open_client(ctx), collection_name)
     metadata = collection.metadata or {}
-    version = metadata.get(_version_key(ctx.tenant))
+    version = metadata.get(_version_key(ctx.store.tenant))
     if version:
         return str(version)
-    if ctx.tenant != DEFAULT_TENANT or not _untagged(collection):
+    if ctx.store.tenant != DEFAULT_TENANT or not _untagged(collection):
         return "empty"  # the tenant never ingested into this collection
     if metadata.get(VERSION_KEY):
         return str(metadata[VERSION_KEY])
@@ -284,9 +284,9 @@ def tenant_records(
 ) -> Iterator[Record]:
     """Every chunk of the run's tenant in a collection, read in pages."""
     collection = get_collection(open_client(ctx), collection_name)
-    where = tenant_where(collection, ctx.tenant)
+    where = tenant_where(collection, ctx.store.tenant)
     for record in iter_records(collection, texts=texts, page=page, where=where):
-        if belongs(record.metadata, collection, ctx.tenant):
+        if belongs(record.metadata, collection, ctx.store.tenant):
             yield record
 
 

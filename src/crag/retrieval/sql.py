@@ -177,19 +177,19 @@ class SqlSearch:
     self_scored = True
 
     def __init__(self, ctx: Context) -> None:
-        if ctx.sql_path is None:
+        if ctx.search.sql_path is None:
             raise SearchError("sql: no database named (set sql_path, CRAG_SQL_PATH or --sql)")
         self.ctx = ctx
-        self.path = Path(ctx.sql_path)
+        self.path = Path(ctx.search.sql_path)
 
     async def statement(self, question: str) -> tuple[str, tuple[Any, ...], str]:
         """The SELECT to run for the question, its parameters, and who wrote it."""
-        tables = await asyncio.to_thread(schema, self.path, self.ctx.sql_timeout_s)
-        if self.ctx.chat_model != EXTRACTIVE:
+        tables = await asyncio.to_thread(schema, self.path, self.ctx.search.sql_timeout_s)
+        if self.ctx.models.chat_model != EXTRACTIVE:
             listing = "\n".join(
                 f"{t.name}({', '.join(f'{c} {k}'.strip() for c, k in t.columns)})" for t in tables
             )
-            model = make_chat_model(self.ctx.chat_model, self.ctx, max_tokens=200)
+            model = make_chat_model(self.ctx.models.chat_model, self.ctx, max_tokens=200)
             try:
                 reply = await model.ainvoke(
                     [
@@ -209,7 +209,12 @@ class SqlSearch:
     async def asearch(self, queries: list[str], k: int) -> list[Passage]:
         statement, params, _ = await self.statement(queries[0])
         columns, rows = await asyncio.to_thread(
-            run_select, self.path, statement, params, self.ctx.sql_max_rows, self.ctx.sql_timeout_s
+            run_select,
+            self.path,
+            statement,
+            params,
+            self.ctx.search.sql_max_rows,
+            self.ctx.search.sql_timeout_s,
         )
         query = shown(statement, params)
         digest = hashlib.sha1(query.encode()).hexdigest()[:10]

@@ -168,7 +168,7 @@ def _announce(
     print(
         f"evaluating {', '.join(systems)} on {len(questions)} questions"
         + (f" and {len(pairs)} pairs" if pairs else "")
-        + f" (grader {ctx.grader}, chat model {ctx.chat_model}) → {out}",
+        + f" (grader {ctx.grading.grader}, chat model {ctx.models.chat_model}) → {out}",
         file=sys.stderr,
     )
 

@@ -93,15 +93,15 @@ def _bar(label: str) -> Callable[[int, int], None]:
 
 
 def _generated(ctx: Context, args: argparse.Namespace) -> list[Pair]:
-    if ctx.chat_model == EXTRACTIVE:
+    if ctx.models.chat_model == EXTRACTIVE:
         raise ProviderError("--generate needs a chat model to write questions (not extractive)")
-    chunks = library_chunks(ctx, ctx.collection)
-    cache = ctx.grader_dir / f"generated-{ctx.collection}-seed{args.seed}.jsonl"
+    chunks = library_chunks(ctx, ctx.store.collection)
+    cache = ctx.store.grader_dir / f"generated-{ctx.store.collection}-seed{args.seed}.jsonl"
     print(f"generating from {len(chunks)} chunks (cache: {cache})", file=sys.stderr)
     return generate_pairs(
         chunks,
-        make_chat_model(ctx.chat_model, ctx, max_tokens=64),
-        lambda query, k: retrieve(ctx, ctx.collection, query, k),
+        make_chat_model(ctx.models.chat_model, ctx, max_tokens=64),
+        lambda query, k: retrieve(ctx, ctx.store.collection, query, k),
         cache,
         count=args.generate,
         negatives=args.negatives,
@@ -203,8 +203,8 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "pairs": len(pairs),
         "questions": len(set(data.groups)),
-        "collection": ctx.collection,
-        "tenant": ctx.tenant,
+        "collection": ctx.store.collection,
+        "tenant": ctx.store.tenant,
         "cross_validation": {k: v for k, v in (cv or {}).items() if k != "scores"},
         "pairs_per_second": round(data.pairs_per_second, 1),
     }

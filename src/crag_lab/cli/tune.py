@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from crag.cli.options import add_context_flags, positive_int
-from crag.context import Context, save_settings
+from crag.context import Context
 from crag.nodes.grade import fast_gap
+from crag.settings import save_settings
 from crag_lab.cli import grid_step, measured_context
 from crag_lab.dataset import load_questions, stratified
 from crag_lab.plots import threshold_surface
@@ -115,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     questions = stratified(load_questions(path), args.limit)
     if not args.quiet:
         print(
-            f"tuning on {len(questions)} questions of {path} (grader {ctx.grader})", file=sys.stderr
+            f"tuning on {len(questions)} questions of {path} (grader {ctx.grading.grader})",
+            file=sys.stderr,
         )
     bar = Bar(len(questions), "grading", quiet=args.quiet or args.json)
 
@@ -157,7 +159,9 @@ def run(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "tune.json").write_text(json.dumps(result, indent=2) + "\n")
         threshold_surface(
-            result["surface"], (ctx.lower, ctx.upper), args.out / "threshold_surface.png"
+            result["surface"],
+            (ctx.grading.lower, ctx.grading.upper),
+            args.out / "threshold_surface.png",
         )
     if args.save:
         best = result["best"]
@@ -166,12 +170,13 @@ def run(args: argparse.Namespace) -> int:
             "upper": best["upper"],
             "strip_threshold": best["strip"]["strip_threshold"],
         }
-        saved = save_settings(ctx.home, values)
+        saved = save_settings(ctx.store.home, values)
         print(f"saved {values} to {saved}", file=sys.stderr)
-        default_grader = Context(home=ctx.home).grader
-        if default_grader != ctx.grader:
+        default_grader = Context(home=ctx.store.home).grading.grader
+        if default_grader != ctx.grading.grader:
             print(
-                f"note: tuned with grader {ctx.grader!r}, but runs on {ctx.home} default to "
+                f"note: tuned with grader {ctx.grading.grader!r}, but runs on {ctx.store.home} "
+                "default to "
                 f"{default_grader!r}; thresholds are grader-specific (set CRAG_GRADER)",
                 file=sys.stderr,
             )
