@@ -15,11 +15,14 @@ export ANONYMIZED_TELEMETRY := False
 
 .PHONY: setup demo test lint bench eval ablate clean
 
+# Bytecode is compiled at install: where PYTHONDONTWRITEBYTECODE is set (CI, containers),
+# every crag process would otherwise compile LangGraph and Chroma again (about 2 s each).
 $(BIN)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade >/dev/null
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
-	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e ".[local,lab,dev]"
+	$(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[local,lab,dev]"
+	@$(BIN)/python -m compileall -q src >/dev/null
 	@touch $@
 
 setup: $(BIN)/.installed
@@ -43,6 +46,7 @@ test: lint
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest.py
 	$(BIN)/python benchmarks/bench_crag.py
+	$(BIN)/python benchmarks/bench_startup.py
 
 # The two dev libraries live next to the repository: ../shared/eval (d2l books) and
 # ../shared/eval-pydocs (Python docs). `make eval` ingests both, fits each system on one

@@ -13,8 +13,9 @@ from langgraph.types import StreamMode
 from crag.aio import run_sync
 from crag.context import DEFAULT_TENANT, Context
 from crag.errors import StoreError
-from crag.graph import Graph, build, checked, compiled, graph
+from crag.graph import Graph, build, compiled, graph
 from crag.prompts import partial_answer
+from crag.providers import checked
 from crag.state import InputState, Passage, State, clean_question
 
 

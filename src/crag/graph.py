@@ -6,18 +6,13 @@ A question the tenant's answer cache already answers ends at retrieve.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Literal, cast
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from crag.aio import iterate_sync, run_sync
-from crag.context import ENV_PREFIX, Context
-from crag.errors import ProviderError
-from crag.grading.registry import GRADERS
-from crag.models.chat import CHAT_MODELS, EXTRACTIVE
-from crag.models.embeddings import EMBEDDINGS
+from crag.context import Context
 from crag.nodes.generate import generate
 from crag.nodes.grade import grade
 from crag.nodes.refine import refine
@@ -25,8 +20,6 @@ from crag.nodes.retrieve import retrieve
 from crag.nodes.rewrite import rewrite
 from crag.nodes.trail import Node
 from crag.nodes.web_search import web_search
-from crag.registry import Registry
-from crag.retrieval.external import SOURCES, source_names
 from crag.state import InputState, State
 
 NODES: dict[str, Node] = {
@@ -55,37 +48,6 @@ def compiled(builder: StateGraph[State, Context, InputState, State], **kwargs: A
     graph = builder.compile(**kwargs)
     graph.__class__ = Graph  # compile() has no hook for the class it builds
     return cast(Graph, graph)
-
-
-#: Context fields that name a provider, and the registry that knows the names.
-PROVIDER_FIELDS: dict[str, Registry[Any]] = {
-    "grader": GRADERS,
-    "external": SOURCES,
-    "chat_model": CHAT_MODELS,
-    "judge_model": CHAT_MODELS,
-    "embeddings": EMBEDDINGS,
-}
-
-
-def checked(ctx: Context) -> Context:
-    """`ctx`, once every provider it names exists: a misspelt name fails before the run,
-    naming the field (and the environment variable, if the value came from there)."""
-    for field, registry in PROVIDER_FIELDS.items():
-        value = ctx.get(field)
-        if value is None or (value == EXTRACTIVE and registry is CHAT_MODELS):
-            continue
-        if str(value).partition(":")[0] not in registry:
-            env = ENV_PREFIX + field.upper()
-            origin = f" (from {env})" if os.environ.get(env) == value else ""
-            raise ValueError(
-                f"{field}={value!r}{origin}: unknown {registry.kind}; use "
-                f"{', '.join(registry.names())}"
-            )
-    try:
-        source_names(ctx)
-    except ProviderError as exc:
-        raise ValueError(str(exc)) from None
-    return ctx
 
 
 def route_after_grade(state: State) -> Literal["refine", "rewrite"]:

@@ -25,7 +25,6 @@ from crag.grading.confidence import (
     Weights,
     authority,
     completeness,
-    detect_kind,
     rate,
     recency,
     weights_for,
@@ -36,6 +35,7 @@ from crag.nodes import refine as refine_module
 from crag.nodes.generate import generate
 from crag.nodes.refine import deduplicate, refine
 from crag.prompts import SourceValue, SourceValues
+from crag.source_kind import detect_kind
 from crag.state import Passage, State, Strip
 from crag.text import content_words
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crag.context import KNOBS, Context
-from crag.graph import checked
+from crag.providers import checked
 from crag.settings import save_settings
 
 

@@ -287,7 +287,7 @@ def test_a_saved_web_page_declares_its_address_and_date(tmp_path: Path) -> None:
 def test_dates_as_text_and_metadata_write_them() -> None:
     from datetime import date
 
-    from crag.grading.constraints import dates_in, document_date, read_date
+    from crag.dates import dates_in, document_date, read_date
 
     assert read_date("D:20241003120000Z") == date(2024, 10, 3)
     assert read_date("2024-10-03T12:00:00+02:00") == date(2024, 10, 3)

@@ -9,10 +9,7 @@ import sys
 import textwrap
 from typing import Any
 
-from crag.api import ask, summary
 from crag.cli.options import add_context_flags, context_from_args
-from crag.models.chat import EXTRACTIVE
-from crag.retrieval.clients import check_collection_name
 from crag.text import printable
 
 NAME = "ask"
@@ -108,6 +105,10 @@ def streamed(piece: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from crag.api import ask, summary  # LangGraph and the models: not for --help
+    from crag.models.chat import EXTRACTIVE
+    from crag.retrieval.clients import check_collection_name
+
     ctx = context_from_args(args)
     check_collection_name(ctx.store.collection)  # a usage error, whatever the store holds
     if ctx.search.external == "local":

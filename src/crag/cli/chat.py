@@ -10,11 +10,9 @@ import argparse
 import sys
 import uuid
 
-from crag.api import ask, summary
 from crag.cli.ask import sources
 from crag.cli.options import add_context_flags, context_from_args
 from crag.errors import CragError
-from crag.models.chat import EXTRACTIVE
 from crag.text import printable
 
 NAME = "chat"
@@ -45,6 +43,9 @@ class Echo:
 
 
 def run(args: argparse.Namespace) -> int:
+    from crag.api import ask, summary  # LangGraph and the models: not for --help
+    from crag.models.chat import EXTRACTIVE
+
     ctx = context_from_args(args)
     thread = args.thread or uuid.uuid4().hex[:12]
     tty = sys.stdin.isatty()

@@ -14,11 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from crag.api import ask, summary
 from crag.cli.ask import progress, render
 from crag.cli.options import add_context_flags, context_from_args
 from crag.context import Context
-from crag.ingest.indexer import ingest_path
 from crag.ingest.progress import Progress, format_summary
 from crag.text import printable
 
@@ -41,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _ingest(ctx: Context, folder: Path, collection: str) -> int:
+    from crag.ingest.indexer import ingest_path  # Chroma and the embeddings: not for --help
+
     result = ingest_path(ctx, folder, collection=collection, on_event=Progress(quiet=False))
     print(format_summary(result.to_dict()), file=sys.stderr)
     return result.exit_code
@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if samples is None or not (samples / "questions.jsonl").is_file():
         print("crag demo: no samples folder found; pass --samples DIR", file=sys.stderr)
         return 2
+    from crag.api import ask, summary  # LangGraph and the models: not for --help
+
     ctx = context_from_args(args)
     print(f"== ingesting the sample library into {ctx.store.home}", file=sys.stderr)
     for folder, collection in (

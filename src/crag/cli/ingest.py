@@ -18,13 +18,15 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crag.cli.options import STORE_FLAGS, add_context_flags, context_from_args
 from crag.errors import IngestError, ProviderError, StoreError
-from crag.ingest.indexer import Event, Ingestor
 from crag.ingest.progress import Progress, format_summary
-from crag.retrieval.clients import check_collection_name, check_home
 from crag.text import printable
+
+if TYPE_CHECKING:
+    from crag.ingest.indexer import Event
 
 NAME = "ingest"
 HELP = "index a folder of PDFs (and .md/.txt) into the library"
@@ -71,6 +73,9 @@ def _with_notes(progress: Progress, quiet: bool) -> Callable[[Event], None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from crag.ingest.indexer import Ingestor  # Chroma and the embeddings: not for --help
+    from crag.retrieval.clients import check_collection_name, check_home
+
     try:
         ctx = context_from_args(args)
         check_collection_name(ctx.store.collection)

@@ -1,7 +1,9 @@
 """`crag`: ingest a library and ask it questions (with the lab: evaluate and tune).
 
 Every subcommand is a module with the same four names: `NAME`, `HELP`,
-`add_arguments(parser)` and `run(args) -> int` (the exit code).
+`add_arguments(parser)` and `run(args) -> int` (the exit code). Building the parser
+imports every subcommand module, so each imports what only `run` needs (LangGraph,
+Chroma, the models) inside `run`: `crag --help` stays instant.
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ from collections.abc import Iterator
 from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any, TextIO
-
-from dotenv import load_dotenv
 
 from crag.cli import ask, chat, config, demo, ingest
 from crag.errors import CragError
@@ -49,9 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from dotenv import load_dotenv
+
     load_dotenv(".env", override=False)  # the working folder's .env; the shell wins
     use_offline_defaults()  # no telemetry or tracing calls leave the machine
-    args = build_parser().parse_args(argv)
     sys.excepthook = _scrubbed_excepthook
     with scrubbed_output():  # no API key reaches the terminal, whatever quotes it
         logging.basicConfig(

@@ -10,19 +10,22 @@ near-duplicate strips and settles conflicts between sources.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from fnmatch import fnmatch
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from crag.context import AUTHORITY_OF_KIND, SIGNALS, Context
-from crag.grading.constraints import read_date
+from crag.dates import read_date
 from crag.grading.coverage import key_terms
 from crag.grading.timeliness import time_sensitive
-from crag.state import Passage
+from crag.source_kind import detect_kind
 from crag.text import folded_words, stem
+
+if TYPE_CHECKING:
+    from crag.state import Passage
 
 #: The signal of a document nothing is known about: neither favoured nor buried.
 NEUTRAL = 0.5
@@ -73,63 +76,6 @@ def dated(passage: Passage) -> tuple[date | None, str]:
 
 
 # --- authority --------------------------------------------------------------------------------
-
-# Kinds by the words of a web address or file path: general conventions of the web
-# (forum.x, /t/123, /questions/, blog.x, /blog/, docs.x, /docs/, readthedocs) and of how
-# people name folders of saved pages. Checked in this order: a forum under /docs/ is a forum.
-_KIND_WORDS: list[tuple[str, frozenset[str]]] = [
-    (
-        "forum",
-        frozenset(
-            "forum forums community discuss discussion discussions discourse thread threads "
-            "questions answers qa t topic topics talk board boards".split()
-        ),
-    ),
-    ("blog", frozenset("blog blogs weblog posts".split())),
-    ("news", frozenset("news press newsroom".split())),
-    (
-        "official",
-        frozenset(
-            "docs doc documentation manual manuals handbook reference guide guides spec "
-            "specification official developer developers learn kb".split()
-        ),
-    ),
-]
-_KIND_HOSTS = {
-    "forum": tuple(
-        "stackoverflow.com stackexchange.com superuser.com serverfault.com reddit.com "
-        "quora.com discord.com".split()
-    ),
-    "blog": ("medium.com", "substack.com", "wordpress.com", "blogspot.com", "dev.to"),
-    "official": ("readthedocs.io", "readthedocs.org"),
-}
-# A file's own words are split at these; "t" and "qa" count only as whole path parts.
-_SPLIT = re.compile(r"[/_\-.\s]+")
-
-
-def detect_kind(source: str = "", url: str = "") -> str | None:
-    """A source's kind from its web address (host labels and path parts), else from the
-    words of its file path; None when neither says."""
-    if url:
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-        host = (parts.hostname or "").lower()
-        for kind, hosts in _KIND_HOSTS.items():
-            if any(host == h or host.endswith("." + h) for h in hosts):
-                return kind
-        labels = host.split(".")[:-2] if host.count(".") >= 2 else []  # forum.x.com: "forum"
-        segments = [s for s in parts.path.lower().split("/") if s]
-        for kind, names in _KIND_WORDS:
-            if any(label in names for label in labels) or any(s in names for s in segments):
-                return kind
-        return None
-    if not source:
-        return None
-    path = source.lower().rsplit(".", 1)[0] if "." in source.rsplit("/", 1)[-1] else source
-    words = [w for w in _SPLIT.split(path.lower()) if len(w) > 2]  # "t", "qa": web paths only
-    for kind, names in _KIND_WORDS:
-        if any(w in names for w in words):
-            return kind
-    return None
 
 
 def _matches(key: str, source: str, url: str) -> bool:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date
 
+from crag.dates import DATE_PATTERNS, dates_in
 from crag.grading.coverage import is_specific, key_terms
 from crag.text import MONTHS, STOPWORDS, folded_words, normalize
 
@@ -235,79 +235,6 @@ def named_in(name: str, joined: str) -> bool:
     return not other_variants(name, joined)
 
 
-# --- calendar dates: when a document was written ---------------------------------------------
-
-_Y = r"(1[89]\d\d|20\d\d)"
-_ISO_DATE = re.compile(rf"(?<![\w.]){_Y}[-/](\d{{1,2}})[-/](\d{{1,2}})(?![\d/]|\.\d)")
-_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+([a-z]{{3,9}})\.?,?\s+{_Y}\b")
-_MONTH_DAY_YEAR = re.compile(rf"\b([a-z]{{3,9}})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+{_Y}\b")
-_PDF_DATE = re.compile(r"^\s*(?:D:)?(\d{4})(\d{2})(\d{2})")
-_MONTH_NUMBER = {
-    m: i
-    for i, names in enumerate(
-        ("jan january", "feb february", "mar march", "apr april", "may", "jun june",
-         "jul july", "aug august", "sep sept september", "oct october", "nov november",
-         "dec december"),
-        start=1,
-    )
-    for m in names.split()
-}  # fmt: skip
-
-
-def _calendar(year: str, month: str | int, day: str) -> date | None:
-    number = _MONTH_NUMBER.get(month) if isinstance(month, str) else month
-    try:
-        return date(int(year), number, int(day)) if number else None
-    except ValueError:  # 31 February
-        return None
-
-
-def dates_in(text: str) -> list[tuple[int, date]]:
-    """The calendar dates a text writes out (2024-10-03, 3 October 2024, Oct. 3rd, 2024),
-    with where each starts, in reading order. A year or a month alone is no date."""
-    low = normalize(text).lower()
-    found: dict[int, date] = {}
-    for m in _ISO_DATE.finditer(low):
-        if when := _calendar(m[1], int(m[2]), m[3]):
-            found[m.start()] = when
-    for m in _DAY_MONTH_YEAR.finditer(low):
-        if when := _calendar(m[3], m[2], m[1]):
-            found.setdefault(m.start(), when)
-    for m in _MONTH_DAY_YEAR.finditer(low):
-        if when := _calendar(m[3], m[1], m[2]):
-            found.setdefault(m.start(), when)
-    return sorted(found.items())
-
-
-def read_date(value: str) -> date | None:
-    """One date as metadata gives it: ISO 8601 (a time may follow), a PDF date
-    (D:20241003120000Z), an HTTP date (Thu, 03 Oct 2024 ...) or as text writes it."""
-    if m := _PDF_DATE.match(value):
-        return _calendar(m[1], int(m[2]), m[3])
-    found = dates_in(value[:64])
-    return found[0][1] if found else None
-
-
-# Words that introduce a document's own date ("Last updated: 3 May 2024", "Posted on ...").
-_DATE_CUE = re.compile(
-    r"\b(?:published|posted|updated|revised|released|dated|effective|issued|written|modified"
-    r"|as of|date)\b[^.\n]{0,40}$"
-)
-
-
-def document_date(text: str, head: int = 1500, byline: int = 300) -> date | None:
-    """The date a document gives itself near its top: the latest date a dating word
-    introduces ("updated 3 May 2024"), else the first date of its opening lines (a
-    byline). Dates further down are what the document talks about, not when it was
-    written."""
-    opening = normalize(text[:head]).lower()
-    dates = dates_in(opening)
-    cued = [when for at, when in dates if _DATE_CUE.search(opening[max(0, at - 60) : at])]
-    if cued:
-        return max(cued)
-    return next((when for at, when in dates if at < byline), None)
-
-
 # --- the values a text states, by kind (for comparing what sources say) ------------------------
 
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?)(?![\w]|[.,]\d)")
@@ -324,7 +251,7 @@ def _without_dates(text: str) -> str:
     if len(low) != len(text):
         return text
     chars = list(text)
-    for pattern in (_ISO_DATE, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR):
+    for pattern in DATE_PATTERNS:
         for m in pattern.finditer(low):
             chars[m.start() : m.end()] = " " * (m.end() - m.start())
     return "".join(chars)

@@ -25,11 +25,14 @@ import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crag.context import Context
 from crag.retrieval.library import library_version, sourced_texts
-from crag.state import Passage
 from crag.text import STOPWORDS, folded_words, normalize, split_sentences, terms
+
+if TYPE_CHECKING:
+    from crag.state import Passage
 
 _TOKENIZER = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
 

@@ -1,30 +1,29 @@
-"""The graders by name (`Context.grader`), and the two questions every node asks:
+"""The graders by name (`grading.grader`), and the two questions every node asks:
 which grader scores this question's documents, and which scores its strips.
 
-Adding a grader is one module and one `GRADERS.register` entry below.
+Adding a grader is one module and one `GRADERS.register` entry below. Each factory
+imports its grader when called: naming the graders (help, checks) loads none of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from langchain_core.embeddings import Embeddings
+from typing import TYPE_CHECKING
 
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.grading.base import RelevanceGrader
-from crag.grading.cascade import CascadeGrader
-from crag.grading.features import FeatureGrader
-from crag.grading.judge import JudgeGrader
-from crag.grading.similarity import SimilarityGrader
-from crag.grading.trained import load_trained_grader
 from crag.models.chat import EXTRACTIVE, judges_by_default, make_chat_model
 from crag.models.embeddings import embeddings_for
 from crag.registry import Registry
 
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
+    from crag.grading.base import RelevanceGrader
+
 #: (context, embeddings, library): `library` is true when the passages are the user's
 #: library's chunks, false for search results (independent pages that repeat a fact).
-Factory = Callable[[Context, Embeddings, bool], RelevanceGrader]
+Factory = Callable[[Context, "Embeddings", bool], "RelevanceGrader"]
 GRADERS: Registry[Factory] = Registry("grader")
 
 
@@ -43,6 +42,9 @@ def _auto(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrade
     "offline", "the trained grader if `crag train-grader` saved one, else embedding similarity"
 )
 def _offline(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    from crag.grading.similarity import SimilarityGrader
+    from crag.grading.trained import load_trained_grader
+
     # Held out by library, plain similarity decides better than the feature grader with
     # weights fitted on another library (docs/evaluation.md): it has nothing to fit.
     trained = load_trained_grader(ctx, embeddings, library=library)
@@ -51,11 +53,15 @@ def _offline(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGr
 
 @GRADERS.register("features", "crag's built-in feature evaluator, no LLM")
 def _features(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    from crag.grading.features import FeatureGrader
+
     return FeatureGrader(embeddings, library=library)
 
 
 @GRADERS.register("trained", "the evaluator saved by `crag train-grader` (required)")
 def _trained(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    from crag.grading.trained import load_trained_grader
+
     grader = load_trained_grader(ctx, embeddings, required=True, library=library)
     assert grader is not None  # required=True raises instead
     return grader
@@ -63,11 +69,15 @@ def _trained(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGr
 
 @GRADERS.register("similarity", "embedding similarity alone")
 def _similarity(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    from crag.grading.similarity import SimilarityGrader
+
     return SimilarityGrader(embeddings)
 
 
 @GRADERS.register("judge", "the LLM judge (judge_model) on every document")
 def _judge(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    from crag.grading.judge import JudgeGrader
+
     spec = ctx.models.judge_model or ctx.models.chat_model
     if spec == EXTRACTIVE:
         raise ProviderError(
@@ -80,6 +90,8 @@ def _judge(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrad
 
 @GRADERS.register("cascade", "offline for clear cases, the LLM judge for the uncertain band")
 def _cascade(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    from crag.grading.cascade import CascadeGrader
+
     judge = _judge(ctx, embeddings, library)
     first = _offline(ctx, embeddings, library)
     return CascadeGrader(first, judge, ctx.grading.cascade_low, ctx.grading.cascade_high)

@@ -37,7 +37,6 @@ from langchain_core.embeddings import Embeddings
 from crag.context import DEFAULT_TENANT, Context
 from crag.errors import CragError, DamagedStore, IngestError, StoreError
 from crag.filelock import LockBusy, exclusive
-from crag.grading.confidence import detect_kind
 from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
 from crag.ingest.discovery import discover
 from crag.ingest.loaders import (
@@ -68,6 +67,7 @@ from crag.retrieval.library import (
     write,
 )
 from crag.retrieval.store_errors import store_error
+from crag.source_kind import detect_kind
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from crag.grading.constraints import document_date, read_date
+from crag.dates import document_date, read_date
 from crag.text import split_sentences
 
 #: Suffix → kind. Anything else in a folder is ignored.

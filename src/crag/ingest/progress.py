@@ -10,11 +10,13 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from crag.context import DEFAULT_TENANT
-from crag.ingest.indexer import Event
 from crag.text import printable
+
+if TYPE_CHECKING:
+    from crag.ingest.indexer import Event
 
 
 def _fmt_time(seconds: float) -> str:

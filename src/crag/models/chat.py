@@ -11,18 +11,20 @@ from __future__ import annotations
 import importlib.util
 import threading
 from collections.abc import Callable
-
-from langchain_core.language_models import BaseChatModel
+from typing import TYPE_CHECKING
 
 from crag.context import Context
 from crag.errors import ProviderError
 from crag.models.openai import leaves_machine, openai_identity, openai_kwargs
 from crag.registry import Registry
 
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
 #: Not a chat model: the generate node answers with the best kept strips instead.
 EXTRACTIVE = "extractive"
 
-Factory = Callable[[str, Context, int], BaseChatModel]  # (model name, context, max tokens)
+Factory = Callable[[str, Context, int], "BaseChatModel"]  # (model name, context, max tokens)
 CHAT_MODELS: Registry[Factory] = Registry("chat model")
 
 

@@ -11,14 +11,16 @@ import asyncio
 import math
 import os
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from crag.context import Context
 from crag.errors import ProviderError, SearchError
 from crag.registry import Registry
 from crag.retrieval.library import hit_to_passage, retrieve
-from crag.state import Origin, Passage
 from crag.text import split_date_stamps
+
+if TYPE_CHECKING:
+    from crag.state import Origin, Passage
 
 
 class ExternalSearch(Protocol):

@@ -33,7 +33,9 @@ from crag.retrieval.clients import (
     open_client,
 )
 from crag.retrieval.store_errors import guard, rebuild_hint
-from crag.state import Origin, Passage
+
+if TYPE_CHECKING:
+    from crag.state import Origin, Passage
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection

@@ -19,7 +19,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -28,8 +28,10 @@ from crag import prompts
 from crag.context import Context
 from crag.errors import SearchError
 from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.state import Passage
 from crag.text import STOPWORDS, folded_words, stems
+
+if TYPE_CHECKING:
+    from crag.state import Passage
 
 log = logging.getLogger(__name__)
 

@@ -18,27 +18,22 @@ from pathlib import Path
 from typing import Any
 
 from crag.cli.options import add_context_flags, positive_int
-from crag_lab import libraries as libs
 from crag_lab.cli import grid_step, measured_context
-from crag_lab.evaluate import default_out
-from crag_lab.heldout import Variant, measure
 from crag_lab.report import ablation_table
 
 NAME = "ablate"
 HELP = "switch off each of crag's mechanisms alone, measured held out by library"
 
-#: Each mechanism, and the variant of crag without it.
-MECHANISMS: dict[str, Variant] = {
-    "coverage check and never-named terms": Variant("crag/no-coverage", {"coverage_check": False}),
-    "constraint check (answer)": Variant("crag/no-constraint-check", {"verify": False}),
-    "decomposition": Variant("crag/no-decomposition", {"decompose": False}),
-    "fast path": Variant("crag/no-fast-path", {"fast_path": False}),
+#: Each mechanism, and the variant of crag without it: its label and overrides.
+MECHANISMS: dict[str, tuple[str, dict[str, object]]] = {
+    "coverage check and never-named terms": ("crag/no-coverage", {"coverage_check": False}),
+    "constraint check (answer)": ("crag/no-constraint-check", {"verify": False}),
+    "decomposition": ("crag/no-decomposition", {"decompose": False}),
+    "fast path": ("crag/no-fast-path", {"fast_path": False}),
     # the default grader is plain similarity: its alternative is the feature evaluator
     # (answer types, consensus and lift over the batch, weights fitted held out)
-    "similarity grading (the feature evaluator instead)": Variant(
-        "crag/features", {"grader": "features"}
-    ),
-    "composite confidence": Variant(
+    "similarity grading (the feature evaluator instead)": ("crag/features", {"grader": "features"}),
+    "composite confidence": (
         "crag/no-composite",
         {
             "weight_relevance": 1.0,
@@ -48,7 +43,7 @@ MECHANISMS: dict[str, Variant] = {
             "timely_recency_weight": 0.0,
         },
     ),
-    "conflicts": Variant("crag/no-conflicts", {"conflicts": "off"}),
+    "conflicts": ("crag/no-conflicts", {"conflicts": "off"}),
 }
 
 
@@ -69,15 +64,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from crag_lab import libraries as libs  # Chroma, the models, the graph: not for --help
+    from crag_lab.evaluate import default_out
+    from crag_lab.heldout import Variant, measure
+
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     ctx = measured_context(args)
     libraries = libs.parse_all(args.sets, args.eval_home)
     wanted = {s.strip() for s in args.only.split(",") if s.strip()}
-    known = {v.label for v in MECHANISMS.values()}
+    known = {label for label, _ in MECHANISMS.values()}
     if wanted - known:
         raise ValueError(f"unknown variants {sorted(wanted - known)}; use {', '.join(known)}")
     variants = [Variant("crag")] + [
-        v for v in MECHANISMS.values() if not wanted or v.label in wanted
+        Variant(*spec) for spec in MECHANISMS.values() if not wanted or spec[0] in wanted
     ]
     if args.ingest:
         for lib in libraries:
@@ -98,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     by_library = {name: r.metrics for name, r in results.items()}
-    labels = {v.label: name for name, v in MECHANISMS.items()} | {"crag": "(none: crag as it is)"}
+    labels = {label: name for name, (label, _) in MECHANISMS.items()} | {
+        "crag": "(none: crag as it is)"
+    }
     table = ablation_table(by_library, labels)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ablation.md").write_text(table + "\n")

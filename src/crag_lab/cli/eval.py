@@ -16,18 +16,16 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crag.cli.options import add_context_flags, positive_int
 from crag.context import Context
-from crag_lab import libraries as libs
 from crag_lab.cli import grid_step, measured_context
 from crag_lab.dataset import load_pairs, load_questions, stratified
-from crag_lab.evaluate import Evaluation, default_out, evaluate
-from crag_lab.heldout import Variant, measure
-from crag_lab.protocol import pair_sources
 from crag_lab.report import graders_table, libraries_table, sources_table, systems_table, write_set
-from crag_lab.runner import parse_systems
+
+if TYPE_CHECKING:
+    from crag_lab.evaluate import Evaluation
 
 NAME = "eval"
 HELP = "evaluate crag against naive RAG and the tutorial rule on labelled questions"
@@ -93,6 +91,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from crag_lab import libraries as libs  # Chroma, the models, the graph: not for --help
+    from crag_lab.evaluate import default_out
+    from crag_lab.heldout import Variant, measure
+    from crag_lab.runner import parse_systems
+
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     ctx = measured_context(args)
     systems = parse_systems(args.systems)
@@ -143,6 +146,9 @@ def _fitted_note(on: list[str] | None) -> str:
 async def _one_set(
     path: Path, ctx: Context, systems: list[str], out: Path, args: argparse.Namespace
 ) -> Evaluation:
+    from crag_lab.evaluate import evaluate
+    from crag_lab.protocol import pair_sources
+
     every_question = load_questions(path)
     pairs = load_pairs(args.pairs) if args.pairs else None
     questions = stratified(every_question, args.limit)

@@ -18,17 +18,8 @@ from typing import Any
 from crag.cli.options import add_context_flags, context_from_args, positive_int
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.grading.features import FEATURES, FeatureGrader
-from crag.grading.trained import save_trained_grader
-from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.models.embeddings import embeddings_for
-from crag.retrieval.library import retrieve
-from crag_lab import fit
 from crag_lab.dataset import Pair, load_pairs, load_questions
-from crag_lab.metrics import best_accuracy, roc_auc
-from crag_lab.pairs import generate_pairs, library_chunks
 from crag_lab.progress import Bar
-from crag_lab.protocol import loso_auc, question_source
 
 NAME = "train-grader"
 HELP = "train crag's retrieval evaluator on labelled pairs"
@@ -93,6 +84,10 @@ def _bar(label: str) -> Callable[[int, int], None]:
 
 
 def _generated(ctx: Context, args: argparse.Namespace) -> list[Pair]:
+    from crag.models.chat import EXTRACTIVE, make_chat_model
+    from crag.retrieval.library import retrieve
+    from crag_lab.pairs import generate_pairs, library_chunks
+
     if ctx.models.chat_model == EXTRACTIVE:
         raise ProviderError("--generate needs a chat model to write questions (not extractive)")
     chunks = library_chunks(ctx, ctx.store.collection)
@@ -119,6 +114,13 @@ def _line(name: str, auc: float | None, acc: float | None, rate: float | None) -
 
 
 def run(args: argparse.Namespace) -> int:
+    from crag.grading.features import FEATURES, FeatureGrader
+    from crag.grading.trained import save_trained_grader
+    from crag.models.embeddings import embeddings_for
+    from crag_lab import fit
+    from crag_lab.metrics import best_accuracy, roc_auc
+    from crag_lab.protocol import loso_auc, question_source
+
     ctx = context_from_args(args)
     pairs = [pair for path in args.pairs for pair in load_pairs(path)]
     generated = _generated(ctx, args) if args.generate else []

@@ -18,15 +18,11 @@ from typing import Any
 
 from crag.cli.options import add_context_flags, positive_int
 from crag.context import Context
-from crag.nodes.grade import fast_gap
 from crag.settings import save_settings
 from crag_lab.cli import grid_step, measured_context
 from crag_lab.dataset import load_questions, stratified
-from crag_lab.plots import threshold_surface
 from crag_lab.progress import Bar
 from crag_lab.report import fmt, surface_grid
-from crag_lab.runner import warm_up
-from crag_lab.tuning import grade_all, grid, sweep, tune
 
 NAME = "tune"
 HELP = "grid-search the verdict and strip thresholds on labelled questions"
@@ -110,6 +106,11 @@ def render(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from crag.nodes.grade import fast_gap
+    from crag_lab.plots import threshold_surface
+    from crag_lab.runner import warm_up
+    from crag_lab.tuning import grade_all, grid, sweep, tune
+
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     ctx = measured_context(args)
     path = args.questions
