@@ -16,7 +16,7 @@ from crag.errors import StoreError
 from crag.graph import Graph, build, compiled, graph
 from crag.prompts import partial_answer
 from crag.providers import checked
-from crag.state import InputState, Passage, State, clean_question
+from crag.state import InputState, Passage, State, clean_question, with_ratings
 
 
 def make_context(context: Context | None = None, **overrides: Any) -> Context:
@@ -148,6 +148,7 @@ def _document(doc: Passage) -> dict[str, Any]:
 def summary(state: State) -> dict[str, Any]:
     """The stable, JSON-ready view of a run (what `crag ask --json` prints)."""
     path = state.get("path") or []
+    ratings = state.get("ratings") or {}
     return {
         "question": state.get("question", ""),
         "tenant": state.get("tenant") or DEFAULT_TENANT,
@@ -158,8 +159,10 @@ def summary(state: State) -> dict[str, Any]:
         "parts": state.get("parts") or [],
         "missing_terms": state.get("missing_terms") or [],
         "scores": state.get("scores") or [],
-        "documents": [_document(doc) for doc in state.get("docs") or []],
-        "web_documents": [_document(doc) for doc in state.get("web_docs") or []],
+        "documents": [_document(doc) for doc in with_ratings(state.get("docs") or [], ratings)],
+        "web_documents": [
+            _document(doc) for doc in with_ratings(state.get("web_docs") or [], ratings)
+        ],
         "web_query": state.get("web_query") or None,
         "web_error": state.get("web_error") or None,
         "searched": state.get("searched") or [],

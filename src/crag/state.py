@@ -6,7 +6,8 @@ state reads the same in Python, in `crag ask --json` and in `langgraph dev`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, NotRequired, cast
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -48,6 +49,36 @@ class Passage(TypedDict):
     recency: NotRequired[float]  # 1 today, halving every half-life; 0.5 undated
     authority: NotRequired[float]  # from its kind, or the user's override
     confidence: NotRequired[float]  # the composite: orders documents and strips
+
+
+class Rating(TypedDict, total=False):
+    """What refinement found of a document: its confidence signals (see `Passage`)."""
+
+    kind: str
+    completeness: float
+    recency: float
+    authority: float
+    confidence: float
+    date: str
+    dated_by: Literal["text", "pdf", "published", "file"]
+
+
+def rating_of(passage: Passage) -> Rating:
+    """The confidence signals a rated passage carries."""
+    return cast(Rating, {k: v for k, v in passage.items() if k in Rating.__optional_keys__})
+
+
+def with_ratings(passages: Sequence[Passage], ratings: Mapping[str, Rating]) -> list[Passage]:
+    """The passages with what refinement rated them (each as it is when it was not)."""
+    return [cast(Passage, {**p, **ratings.get(p["id"], {})}) for p in passages]
+
+
+def documents_seen(state: State) -> list[Passage]:
+    """Every document of a run, as refinement rated it: the graded documents (what
+    retrieval returned, in a graph that grades nothing), then the web results."""
+    graded = state.get("docs") or state.get("retrieved") or []
+    seen = [*graded, *(state.get("web_docs") or [])]
+    return with_ratings(seen, state.get("ratings") or {})
 
 
 class Strip(TypedDict):
@@ -177,7 +208,8 @@ def clean_question(question: Any, max_chars: int) -> str:
 class State(InputState, total=False):
     tenant: str  # whose library answered (Context.tenant)
     cached: bool  # the answer came from the tenant's answer cache
-    docs: list[Passage]
+    retrieved: list[Passage]  # what retrieval returned, before grading
+    docs: list[Passage]  # the graded documents, each with its score
     scores: list[float]
     grader: str
     grades: Grades  # the verdict's inputs, before the thresholds
@@ -193,6 +225,7 @@ class State(InputState, total=False):
     searched: list[str]  # each source the web path asked, in order, and what it gave
     # kinds of secret or personal data masked in what left the machine (never the values)
     redacted: Annotated[list[str], _merge_kinds]
+    ratings: dict[str, Rating]  # each refined document's confidence signals, by id
     strips: list[Strip]
     kept_strips: list[Strip]
     answer: str

@@ -51,7 +51,7 @@ def whole_documents(docs: Sequence[Passage]) -> list[Strip]:
 
 async def all_retrieved(state: State, *, runtime: Runtime[Context]) -> dict[str, Any]:
     """Naive RAG's context: every retrieved chunk, whole."""
-    return {"kept_strips": whole_documents(state.get("docs") or [])}
+    return {"kept_strips": whole_documents(state.get("retrieved") or [])}
 
 
 async def relevant_and_web(state: State, *, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def tutorial_verdict(relevant: int, total: int) -> Verdict:
 async def binary_grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """A yes/no grade per document, recorded in the path as crag's grade step."""
     t0 = time.perf_counter()
-    docs = state.get("docs") or []
+    docs = state.get("retrieved") or []
     grader = tutorial_grader(context_of(runtime))
     scores = await grader.ascore(state["question"], [d["text"] for d in docs])
     scored = [Passage(**d, score=round(s, 4)) for d, s in zip(docs, scores, strict=True)]
@@ -132,7 +132,7 @@ async def naive_rag(question: str, ctx: Context) -> dict[str, Any]:
         verify=False, candidates=ctx.retrieval.k
     )  # the k nearest, as they come
     state = cast(State, await NAIVE.ainvoke(InputState(question=question), context=plain))
-    return record_from_state(state, time.perf_counter() - started, state.get("docs") or [])
+    return record_from_state(state, time.perf_counter() - started, state.get("retrieved") or [])
 
 
 async def tutorial_rag(question: str, ctx: Context) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 
 from crag.api import summary
 from crag.redact import scrub
-from crag.state import Passage, State, Strip
+from crag.state import Passage, State, Strip, documents_seen
 from crag_lab.metrics import tokens
 
 
@@ -71,7 +71,7 @@ def record_from_state(
 ) -> dict[str, Any]:
     """A final state as a record; `retrieved` (default: every document seen) is what
     the compression ratio is measured against."""
-    docs = [*(state.get("docs") or []), *(state.get("web_docs") or [])]
+    docs = documents_seen(state)
     return with_context(
         # the grades replay the verdict at other thresholds (`crag_lab.tuning.sweep`)
         {**summary(state), "grades": state.get("grades")},

@@ -341,7 +341,7 @@ def _grade(
     docs = [_doc(f"d{i}", f"text {i}") for i in range(len(scores))]
     ctx = Context(home=Path("/nonexistent"), chat_model="extractive", **knobs)
     out = asyncio.run(
-        grade_node.grade({"question": question, "docs": docs}, SimpleNamespace(context=ctx))  # type: ignore[arg-type]
+        grade_node.grade({"question": question, "retrieved": docs}, SimpleNamespace(context=ctx))  # type: ignore[arg-type]
     )
     return out, built
 

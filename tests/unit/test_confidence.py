@@ -347,7 +347,9 @@ def test_which_questions_ask_for_one_value(question: str, kind: str | None) -> N
 
 def test_the_answers_confidence_is_that_of_its_sources() -> None:
     out = run([doc("new", FRESH, age_days=0, score=0.9)])
-    assert out["answered"] and out["confidence"] == out["docs"][0]["confidence"] > 0.5
+    assert out["answered"] and out["confidence"] == out["ratings"]["new"]["confidence"] > 0.5
+    # refinement rates the documents beside them: the graded documents stay as graded
+    assert "confidence" not in out["docs"][0]
     declined = run([doc("off", "Nothing here about it at all, sadly.", score=0.0)])
     assert "confidence" in declined and 0.0 <= declined["confidence"] <= 1.0
 

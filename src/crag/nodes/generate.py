@@ -27,7 +27,7 @@ from crag.grading.constraints import Check, Constraint, check, constraints
 from crag.grading.coverage import library_texts, missing_terms, sentence_key
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
-from crag.state import Citation, DeclineReason, Passage, State, Strip
+from crag.state import Citation, DeclineReason, Passage, State, Strip, documents_seen
 from crag.text import brief, split_sentences
 
 log = logging.getLogger(__name__)
@@ -179,11 +179,6 @@ def declined(
     }
 
 
-def _seen(state: State) -> list[Passage]:
-    """Every document of the run: library chunks and web results."""
-    return [*(state.get("docs") or []), *(state.get("web_docs") or [])]
-
-
 def confidence_of(
     citations: Sequence[Citation], numbered: list[tuple[Citation, list[Strip]]], docs: list[Passage]
 ) -> float:
@@ -206,7 +201,7 @@ def with_conflicts(
 ) -> dict[str, Any]:
     """The answer, its confidence, and a sentence for each conflict between sources that
     refinement settled: which source crag preferred, and why."""
-    docs = _seen(state)
+    docs = documents_seen(state)
     update["confidence"] = confidence_of(update["citations"], numbered, docs)
     conflicts = state.get("conflicts") or []
     if not conflicts:
@@ -407,14 +402,14 @@ async def answer(state: State, ctx: Context) -> dict[str, Any]:
     update = await _answer(state, ctx)
     if not update["answered"]:
         return update
-    numbered = number_sources(state.get("kept_strips") or [], _seen(state))
+    numbered = number_sources(state.get("kept_strips") or [], documents_seen(state))
     return with_conflicts(update, state, numbered)
 
 
 async def _answer(state: State, ctx: Context) -> dict[str, Any]:
     question = state["question"]
     kept = state.get("kept_strips") or []
-    docs = _seen(state)
+    docs = documents_seen(state)
     if not kept:
         failed = state.get("web_error")
         reason = f"(The external source failed: {failed})" if failed else ""

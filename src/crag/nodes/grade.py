@@ -164,7 +164,7 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
 @recorded
 async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    graded = await grading(ctx, state["question"], state.get("docs") or [])
+    graded = await grading(ctx, state["question"], state.get("retrieved") or [])
     grades = graded.grades
     decision = decide(grades, ctx.grading.upper, ctx.grading.lower, fast_gap(ctx))
     scores = grades["scores"]

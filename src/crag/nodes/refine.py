@@ -27,7 +27,7 @@ from crag.grading.constraints import stated
 from crag.grading.registry import make_strip_grader
 from crag.models.embeddings import embeddings_for
 from crag.nodes.trail import context_of, note, recorded
-from crag.state import Passage, State, Strip
+from crag.state import Passage, State, Strip, rating_of
 from crag.text import strips_of
 
 # Position = document rank * STRIDE + strip index, so sorting restores reading order.
@@ -212,11 +212,7 @@ async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     weights, timely = weights_for(ctx, question)
     lead = priority(ctx, timely)
     docs, rated, split_at = ordered(state, ctx, weights, lead)
-    seen = {
-        "docs": [rated.get(d["id"], d) for d in state.get("docs") or []],
-        "good_docs": [rated.get(d["id"], d) for d in state.get("good_docs") or []],
-        "web_docs": [rated.get(d["id"], d) for d in state.get("web_docs") or []],
-    }
+    seen = {"ratings": {i: rating_of(d) for i, d in rated.items()}}
     notes = [f"recency weight {weights.recency:g}: time-sensitive, {timely}"] if timely else []
     if split_at is not None:
         notes.append(lead)

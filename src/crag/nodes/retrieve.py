@@ -22,10 +22,12 @@ from crag.state import NO_GRADES, State, clean_question
 
 # A new question on an existing thread must not inherit the last run's results.
 FRESH_RUN = {
+    "docs": [],
     "good_docs": [],
     "web_query": "",
     "web_docs": [],
     "web_error": "",
+    "ratings": {},
     "searched": [],
     "parts": [],
     "grades": NO_GRADES,
@@ -73,7 +75,7 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "tenant": ctx.store.tenant,
         "question": question,
         "messages": said,
-        "docs": docs,
+        "retrieved": docs,
         **note(detail),
     }
 
@@ -94,7 +96,7 @@ def from_cache(
         "cached": True,
         "question": question,
         "messages": [*said, reply],
-        "docs": [],
+        "retrieved": [],
         "scores": [],
         "missing_terms": [],
         **note("; ".join(filter(None, [reading, detail]))),
