@@ -10,7 +10,8 @@ from crag.grading.coverage import is_specific, key_terms
 from crag.grading.decompose import comparison
 from crag.grading.verdict import decide_verdict
 from crag.graph import graph, route_after_grade
-from crag.nodes.generate import cited, extractive_answer, number_sources
+from crag.nodes.citations import cited, number_sources
+from crag.nodes.generate import extractive_answer
 from crag.nodes.refine import decompose, knowledge_for, select
 from crag.nodes.rewrite import clean_query
 from crag.state import Passage, State

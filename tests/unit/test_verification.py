@@ -16,7 +16,8 @@ import pytest
 from langgraph.runtime import Runtime
 
 from crag.context import Context
-from crag.nodes.generate import finished_sentences, generate, repointed
+from crag.nodes.citations import repointed
+from crag.nodes.generate import finished_sentences, generate
 from crag.nodes.rewrite import of_the_question, with_constraints
 from crag.state import Citation, Passage, State, Strip
 
@@ -48,8 +49,8 @@ def library_never_names(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     def missing(ctx: Context, collection: str, wanted: Sequence[str]) -> list[str]:
         return [w for w in wanted if w in never]
 
-    monkeypatch.setattr("crag.nodes.generate.missing_terms", missing)
-    monkeypatch.setattr("crag.nodes.generate.library_texts", lambda ctx, collection: [])
+    monkeypatch.setattr("crag.nodes.verification.missing_terms", missing)
+    monkeypatch.setattr("crag.nodes.verification.library_texts", lambda ctx, collection: [])
     return never
 
 

@@ -22,7 +22,7 @@ from crag.dates import read_date
 from crag.grading.coverage import key_terms
 from crag.grading.timeliness import time_sensitive
 from crag.source_kind import detect_kind
-from crag.text import folded_words, stem
+from crag.text import stems
 
 if TYPE_CHECKING:
     from crag.state import Passage
@@ -34,21 +34,17 @@ NEUTRAL = 0.5
 # --- completeness -----------------------------------------------------------------------------
 
 
-def _stems(text: str) -> set[str]:
-    return {stem(w) for w in folded_words(text.replace("-", " "))}
-
-
 def completeness(parts: Sequence[str], text: str) -> float:
     """The share of the question a text covers. `parts` are the question's key terms
     (`key_terms`) or its sub-questions: a term is covered when the text names it, a
     sub-question by the share of its own key terms the text names. No parts: neutral."""
     if not parts:
         return NEUTRAL
-    have = _stems(text)
+    have = stems(text)
     shares = []
     for part in parts:
         terms = key_terms(part) if len(part.split()) > 1 else [part]
-        found = [bool(_stems(t)) and _stems(t) <= have for t in terms]
+        found = [bool(stems(t)) and stems(t) <= have for t in terms]
         shares.append(sum(found) / len(found) if found else 0.0)
     return sum(shares) / len(shares)
 

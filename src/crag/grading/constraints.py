@@ -14,11 +14,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from crag.dates import DATE_PATTERNS, dates_in
+from crag.dates import DATE_PATTERNS, YEAR, dates_in
 from crag.grading.coverage import is_specific, key_terms
 from crag.text import MONTHS, STOPWORDS, folded_words, normalize
 
-_YEAR = re.compile(r"(?<![\w.])(1[89]\d\d|20\d\d)(?![\w.])")
 # "1.5", "3.11.2", "v2", "version 3": numbers that name one release among others
 _VERSION = re.compile(
     r"(?<![\w.])(?:v(?=\d)|version\s+)?(\d+(?:\.\d+)+|(?<=v)\d+|(?<=version )\d+)(?![\w.])", re.I
@@ -81,7 +80,7 @@ def constraints(question: str) -> list[Constraint]:
     """The years, dates, quarters, versions and specific names a question asks about."""
     text = normalize(question)
     low = text.lower()
-    found: list[Constraint] = [Constraint("year", y) for y in _YEAR.findall(text)]
+    found: list[Constraint] = [Constraint("year", y) for y in YEAR.findall(text)]
     found += [Constraint("version", v) for v in versions(text)]
     found += [
         Constraint("date", f"{m[:3]} {int(d)}")
@@ -183,7 +182,7 @@ def check(
         if ok:
             continue
         if c.kind == "year":
-            others = _YEAR.findall(said)
+            others = YEAR.findall(said)
         elif c.kind == "version":
             others = versions(said)
         elif c.kind == "name":  # another numbered variant: GPT-3 for GPT-5
@@ -264,7 +263,7 @@ def _quantities(text: str) -> set[str]:
     found = set()
     for m in _NUMBER.finditer(text):
         raw, before, after = m.group(1), text[: m.start()], text[m.end() :]
-        if _YEAR.fullmatch(raw) or _NAMED_RELEASE.search(before[-10:]):
+        if YEAR.fullmatch(raw) or _NAMED_RELEASE.search(before[-10:]):
             continue
         if "." in raw and (_AFTER_NAME.search(before[-30:]) or _BEFORE_HEADING.match(after)):
             continue
@@ -280,9 +279,9 @@ def stated(text: str, kind: str) -> set[str]:
     if kind == "number":
         return _quantities(text)
     if kind == "year":
-        return set(_YEAR.findall(text))
+        return set(YEAR.findall(text))
     if kind == "date":
-        return {when.isoformat() for _, when in dates_in(text)} | set(_YEAR.findall(text))
+        return {when.isoformat() for _, when in dates_in(text)} | set(YEAR.findall(text))
     if kind == "version":
         return {v.lower() for v in _VERSION.findall(text)}
     raise ValueError(f"unknown kind of value {kind!r}")

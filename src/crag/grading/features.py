@@ -33,13 +33,13 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from crag.dates import YEAR
 from crag.grading.base import QuestionSimilarity
 from crag.text import MONTHS, clauses, normalize, stem, words
 from crag.text import STOPWORDS as STOP
 
 FEATURES = ("cos", "cos_open", "consensus", "ans_near", "factoid", "date_consensus", "lift_open")
 
-_YEAR = re.compile(r"(1[89]|20)\d\d")
 _NUM = re.compile(r"\d+(\.\d+)?|\d{1,3}(,\d{3})+")
 _DAY = re.compile(r"\d{1,2}(st|nd|rd|th)?")
 _MONTH_DAY = re.compile(r"[a-z]{3} \d+")
@@ -150,7 +150,7 @@ def _candidates(sentence: str, asked: set[str], kinds: set[str], batch: _Batch) 
         if low in asked or stem(w) in asked:
             continue
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if ("year" in kinds and _YEAR.fullmatch(w)) or ("num" in kinds and _NUM.fullmatch(w)):
+        if ("year" in kinds and YEAR.fullmatch(w)) or ("num" in kinds and _NUM.fullmatch(w)):
             found.add(w)
         elif "date" in kinds and low in MONTHS and _DAY.fullmatch(nxt):
             found.add(f"{low[:3]} {_day(nxt)}")

@@ -1,10 +1,8 @@
 """generate: answer from the refined context only, with [n] citations, then verify.
 
 With no refined context left, crag says so instead of guessing, and no model runs.
-Verification checks the evidence the answer rests on against the question's
-constraints (years, dates, versions, names): a passage about 2022 does not answer a
-question about 2023, so crag declines and says what it found instead. Whether crag
-answered is state (`answered`, `support`), never read back from the answer's words.
+The chat model (or, with none, the best kept strips quoted) writes a draft; the
+verification step (`crag.nodes.verification`) decides whether it stands.
 """
 
 from __future__ import annotations
@@ -20,69 +18,18 @@ from langgraph.runtime import Runtime
 
 from crag import cache, prompts
 from crag.context import Context
-from crag.directives import without_directives
-from crag.errors import StoreError
 from crag.grading.conflicts import disagreement
-from crag.grading.constraints import Check, Constraint, check, constraints
-from crag.grading.coverage import library_texts, missing_terms, sentence_key
+from crag.grading.constraints import Constraint, check, constraints
+from crag.grading.coverage import sentence_key
 from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.nodes.trail import context_of, note, recorded
-from crag.state import Citation, DeclineReason, Passage, State, Strip, documents_seen
+from crag.nodes.citations import CITE, number_sources, render_sources
+from crag.nodes.trail import context_of, recorded
+from crag.nodes.verification import Draft, declined, verified
+from crag.state import Citation, Passage, State, Strip, documents_seen
 from crag.text import brief, split_sentences
 
 log = logging.getLogger(__name__)
 
-_CITE = re.compile(r"\[(\d+)\]")
-
-
-def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citation, list[Strip]]]:
-    """Group kept strips by what a reader would cite (file + page, or URL), numbered
-    [1], [2], ... in reading order, so two chunks of one page share one number."""
-    by_id = {d["id"]: d for d in docs}
-    groups: dict[tuple[str, ...], tuple[Citation, list[Strip]]] = {}
-    for strip in kept:
-        doc = by_id[strip["doc_id"]]
-        where = doc.get("page") or doc.get("url") or doc.get("query") or ""
-        key = (doc["origin"], doc["source"], where)
-        if key not in groups:
-            citation: Citation = {
-                "n": len(groups) + 1,
-                "origin": doc["origin"],
-                "source": doc["source"],
-            }
-            for field in ("page", "url", "title", "query"):
-                if doc.get(field):
-                    citation[field] = doc[field]  # type: ignore[literal-required,unused-ignore]
-            groups[key] = (citation, [])
-        groups[key][1].append(strip)
-    return list(groups.values())
-
-
-def label(citation: Citation) -> str:
-    if citation.get("query"):
-        return f"{citation['source']} (SQL: {citation['query']})"
-    if citation.get("url"):
-        return f"{citation.get('title') or citation['source']} ({citation['url']})"
-    if citation.get("page"):
-        return f"{citation['source']}, page {citation['page']}"
-    return citation["source"]
-
-
-def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> str:
-    blocks = [
-        prompts.SOURCE_BLOCK.format(
-            tag=tag,
-            n=c["n"],
-            label=without_directives(label(c)),
-            origin=c["origin"],
-            text=" ... ".join(s["text"] for s in strips),
-        )
-        for c, strips in numbered
-    ]
-    return "\n\n".join(blocks)
-
-
-#: Opens the note of an answer made of the best passages because the model's failed.
 FALLBACK = "extractive fallback: "
 
 _Pick = tuple[float, int, int, str]  # score, position, citation number, text
@@ -129,56 +76,6 @@ def extractive_answer(
     return " ".join(f"{text} [{n}]" for _, _, n, text in sorted(picked, key=lambda t: t[1]))
 
 
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w]|\.\d)")
-
-
-def _states(text: str, numbers: list[str]) -> bool:
-    return all(re.search(rf"(?<![\w.]){re.escape(x)}(?![\w]|\.\d)", text) for x in numbers)
-
-
-def repointed(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tuple[str, int]:
-    """The answer with a citation moved to the source that states the numbers of its
-    claim (the text since the previous mark), where the cited source does not and
-    exactly one other does: a model often cites a document's first page for a figure
-    on its second. Returns the answer and how many citations moved."""
-    texts = {c["n"]: " ".join(s["text"] for s in strips) for c, strips in numbered}
-    pieces, last, moved = [], 0, 0
-    for mark in _CITE.finditer(answer):
-        claim, n = answer[last : mark.start()], int(mark.group(1))
-        numbers = [x for x in _NUMBER.findall(claim) if len(x) > 1]
-        if numbers and n in texts and not _states(texts[n], numbers):
-            others = [k for k in texts if k != n and _states(texts[k], numbers)]
-            if len(others) == 1:
-                n, moved = others[0], moved + 1
-        pieces.append(f"{claim}[{n}]")
-        last = mark.end()
-    return "".join(pieces) + answer[last:], moved
-
-
-def cited(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> list[Citation]:
-    """The citations the answer refers to; all sources if it cites none."""
-    used = {int(m) for m in _CITE.findall(answer)}
-    citations = [c for c, _ in numbered]
-    return [c for c in citations if c["n"] in used] or citations
-
-
-def declined(
-    why: DeclineReason, reason: str, detail: str, unsupported: Sequence[str] = ()
-) -> dict[str, Any]:
-    """crag's refusal: no answer, no citations, and why (`why` as a code the lab counts,
-    `reason` as the user reads it)."""
-    return {
-        "answer": f"{prompts.NOT_FOUND} {reason}".strip(),
-        "citations": [],
-        "answered": False,
-        "decline_reason": why,
-        "support": "none",
-        "unsupported": list(unsupported),
-        "confidence": 0.0,
-        **note(detail),
-    }
-
-
 def confidence_of(
     citations: Sequence[Citation], numbered: list[tuple[Citation, list[Strip]]], docs: list[Passage]
 ) -> float:
@@ -216,65 +113,6 @@ def with_conflicts(
     return {**update, "answer": f"{update['answer']} {said}".strip()}
 
 
-def near_miss(result: Check) -> str:
-    """What the evidence speaks of instead of what was asked (2021, not 2023)."""
-    instead = [f"{', '.join(v)}, not {k}" for k, v in result.instead.items() if v]
-    absent = [c.value for c in result.unmet if not result.instead.get(c.value)]
-    said = [f"speak of {'; '.join(instead)}"] if instead else []
-    said += [f"do not mention {', '.join(absent)}"] if absent else []
-    return "The sources found " + " and ".join(said) + "."
-
-
-def identity(numbered: list[tuple[Citation, list[Strip]]]) -> list[str]:
-    """What the sources are, as text a name can be met in: each one's title, and its
-    file or site name in words ("requests_quickstart.md": "requests quickstart")."""
-    found = []
-    for c, _ in numbered:
-        found.append(c.get("title") or "")
-        where = c.get("url") or c["source"]
-        found.append(re.sub(r"\.\w{1,5}$|[\W_]+", " ", where.rsplit("/", 1)[-1] or where))
-    return [f for f in found if f.strip()]
-
-
-def unknown(ctx: Context, unmet: Sequence[Constraint], seen: Sequence[str]) -> list[Constraint]:
-    """The unmet constraints that nothing crag searched names: the library never does,
-    and no document the run saw (library chunks, search results) does either. A name is
-    looked up in any usual spelling; a year or version only as itself ("23.1.0" is not
-    "23.10")."""
-    if not unmet:
-        return []
-    names = [c for c in unmet if c.kind == "name"]
-    try:
-        missing = set(missing_terms(ctx, ctx.store.collection, [c.value for c in names]))
-        values = [c for c in unmet if c.kind != "name"]
-        if values:
-            texts = library_texts(ctx, ctx.store.collection)
-            missing |= {c.value for c in values if not check([c], texts).holds}
-    except StoreError as e:
-        # no library to look in (answering from search results alone): nothing is
-        # known to be absent, so nothing is declined for it
-        log.info("the library could not be read for the answer check: %s", e)
-        return []
-    return [c for c in unmet if c.value in missing and not check([c], seen).holds]
-
-
-def part_answered(state: State, evidence: Sequence[str], context: Sequence[str]) -> bool:
-    """Whether the evidence answers some part of a question of several (a comparison,
-    two questions in one): it meets all of that part's years, versions and names, and
-    either there are some to meet or the library covers the part. The answer then
-    stands for that part and says first what the sources lack for the others ("What did
-    it cost in 2024, and after the 2025 change?" answered with the 2024 price, saying
-    the sources speak of 2024, not 2025)."""
-    parts = state.get("parts") or []
-    if len(parts) < 2:
-        return False
-    for part in parts:
-        asked = constraints(part["text"])
-        if (asked or part["covered"]) and check(asked, evidence, context=context).holds:
-            return True
-    return False
-
-
 # a sentence's end, with the citations that follow it ("... errors. [1], [2]")
 _SENTENCE_DONE = re.compile(r"[.!?](?:[\s,]*\[\d+\])*(?=\s|$)")
 
@@ -286,13 +124,13 @@ def finished_sentences(raw: str, sources: int) -> str:
     first. The answer stops where a sentence comes again, and citations of sources that
     do not exist are dropped; "" when no sentence was finished."""
     text = prompts.partial_answer(raw)
-    text = _CITE.sub(lambda m: m[0] if 1 <= int(m[1]) <= sources else "", text)
+    text = CITE.sub(lambda m: m[0] if 1 <= int(m[1]) <= sources else "", text)
     kept: list[str] = []
     seen: set[str] = set()
     start = 0
     for end in _SENTENCE_DONE.finditer(text):
         sentence, start = text[start : end.end()].strip(" ,"), end.end()
-        key = sentence_key(_CITE.sub("", sentence))
+        key = sentence_key(CITE.sub("", sentence))
         if key in seen:  # written again: the loop has begun
             break
         seen.add(key)
@@ -351,38 +189,6 @@ async def draft(
     return parsed.answer.strip(), f"{len(numbered)} sources"
 
 
-async def grounded(
-    answer: str, numbered: list[tuple[Citation, list[Strip]]], ctx: Context
-) -> tuple[str, int, str]:
-    """The answer without the sentences its sources do not state (one model call for
-    all sentences), how many were dropped, and a note. A reply that cannot be read
-    keeps the answer as it is: the check is a filter, not a gate."""
-    sentences = split_sentences(answer)
-    if not sentences:
-        return answer, 0, "nothing to check"
-    model = make_chat_model(
-        ctx.models.judge_model or ctx.models.chat_model, ctx, max_tokens=16 * len(sentences)
-    )
-    listed = "\n".join(f"{i}. {text}" for i, text in enumerate(sentences, 1))
-    tag = prompts.data_tag()
-    messages = [
-        SystemMessage(prompts.GROUND_SYSTEM.format(tag=tag)),
-        HumanMessage(
-            prompts.GROUND_USER.format(sources=render_sources(numbered, tag), sentences=listed)
-        ),
-    ]
-    try:
-        reply = await model.with_structured_output(prompts.Grounding).ainvoke(messages)
-    except Exception as exc:  # unreadable reply, timeout: the answer stands unchecked
-        log.warning("grounding check failed (%s); answer kept unchecked", brief(exc))
-        return answer, 0, f"grounding check failed ({type(exc).__name__})"
-    verdicts = reply.supported if isinstance(reply, prompts.Grounding) else []
-    if len(verdicts) != len(sentences):
-        return answer, 0, "grounding check unreadable (one verdict per sentence expected)"
-    kept = [text for text, ok in zip(sentences, verdicts, strict=True) if ok]
-    return " ".join(kept), len(sentences) - len(kept), f"{len(kept)}/{len(sentences)} grounded"
-
-
 @recorded
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
@@ -407,94 +213,20 @@ async def answer(state: State, ctx: Context) -> dict[str, Any]:
 
 
 async def _answer(state: State, ctx: Context) -> dict[str, Any]:
+    """The draft (the chat model's, or the best strips quoted), then its verification."""
     question = state["question"]
     kept = state.get("kept_strips") or []
-    docs = documents_seen(state)
     if not kept:
         failed = state.get("web_error")
         reason = f"(The external source failed: {failed})" if failed else ""
         return declined("no evidence", reason, "no supporting source: declined")
-    numbered = number_sources(kept, docs)
+    numbered = number_sources(kept, documents_seen(state))
     asked = constraints(question) if ctx.generation.verify else []
     if ctx.models.chat_model == EXTRACTIVE:
-        answer, detail, dropped = extractive_answer(numbered, asked=asked), "extractive", 0
-    else:
-        drafted, detail = await draft(question, numbered, ctx)
-        if drafted is None:
-            return declined("model found none", "", detail)
-        answer, dropped = drafted, 0
-        if (
-            ctx.generation.verify
-            and ctx.generation.verify_claims
-            and not detail.startswith(FALLBACK)
-        ):
-            answer, dropped, grounding = await grounded(drafted, numbered, ctx)
-            detail += f"; {grounding}"
-            if not answer:
-                return declined("ungrounded", "", f"{detail}: nothing the sources state")
-    if ctx.models.chat_model != EXTRACTIVE and not detail.startswith(FALLBACK):
-        answer, moved = repointed(answer, numbered)
-        detail += f"; {moved} citation(s) moved to the source that states it" if moved else ""
-    citations = cited(answer, numbered)
-    if asked:
-        # the evidence: what the answer quotes, or the strips of the sources it cites
-        if ctx.models.chat_model == EXTRACTIVE:
-            evidence = [answer]
-        else:
-            evidence = [s["text"] for c, strips in numbered if c in citations for s in strips]
-        # a name is met by what the source is, too: a page titled "Super Bowl LVIII", the
-        # guide of a product that never repeats the product's name on its pages
-        context = [*(s["text"] for s in kept), *identity(numbered)]
-        result = check(asked, evidence, context=context)
-        # what decides: the evidence speaks of another year, quarter or version, or the
-        # question asks about something no corpus crag searched ever names; a name or
-        # a year the sources know but these passages do not state is weak evidence only
-        deciding = [
-            *(c for c in result.unmet if result.instead.get(c.value)),
-            *await asyncio.to_thread(
-                unknown,
-                ctx,
-                [c for c in result.unmet if not result.instead.get(c.value)],
-                [d["text"] for d in docs],
-            ),
-        ]
-        if not result.holds:
-            unmet = [c.value for c in result.unmet]
-            found = near_miss(result)
-            lacks = f"evidence lacks {', '.join(unmet)}"
-            if not deciding:
-                lacks = f"weak evidence: {lacks}"
-            elif part_answered(state, evidence, context):
-                lacks = f"parts answered: {lacks}"
-            elif ctx.generation.near_miss_answers:
-                lacks = f"near miss: {lacks}"
-            else:
-                return declined("constraints unmet", f"({found})", f"declined: {lacks}", unmet)
-            if not deciding:
-                return {
-                    "answer": answer,
-                    "citations": citations,
-                    "answered": True,
-                    "decline_reason": None,
-                    "support": "partial",
-                    "unsupported": unmet,
-                    **note(lacks),
-                }
-            return {
-                "answer": f"{found} {answer}",
-                "citations": citations,
-                "answered": True,
-                "decline_reason": None,
-                "support": "partial",
-                "unsupported": unmet,
-                **note(lacks),
-            }
-    return {
-        "answer": answer,
-        "citations": citations,
-        "answered": True,
-        "decline_reason": None,
-        "support": "partial" if dropped else "supported",
-        "unsupported": [],
-        **note(detail),
-    }
+        text = extractive_answer(numbered, asked=asked)
+        return await verified(state, ctx, Draft(text, "extractive", False, False), numbered, asked)
+    drafted, detail = await draft(question, numbered, ctx)
+    if drafted is None:
+        return declined("model found none", "", detail)
+    made = Draft(drafted, detail, by_model=True, fallback=detail.startswith(FALLBACK))
+    return await verified(state, ctx, made, numbered, asked)

@@ -1,0 +1,97 @@
+"""What an answer cites: the kept strips grouped into numbered sources (file + page,
+or URL), those sources as the model reads them, and the citations an answer gives,
+each moved to the source that states its claim's figures where the model cited
+another."""
+
+from __future__ import annotations
+
+import re
+
+from crag import prompts
+from crag.directives import without_directives
+from crag.state import Citation, Passage, Strip
+
+CITE = re.compile(r"\[(\d+)\]")
+
+
+def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citation, list[Strip]]]:
+    """Group kept strips by what a reader would cite (file + page, or URL), numbered
+    [1], [2], ... in reading order, so two chunks of one page share one number."""
+    by_id = {d["id"]: d for d in docs}
+    groups: dict[tuple[str, ...], tuple[Citation, list[Strip]]] = {}
+    for strip in kept:
+        doc = by_id[strip["doc_id"]]
+        where = doc.get("page") or doc.get("url") or doc.get("query") or ""
+        key = (doc["origin"], doc["source"], where)
+        if key not in groups:
+            citation: Citation = {
+                "n": len(groups) + 1,
+                "origin": doc["origin"],
+                "source": doc["source"],
+            }
+            for field in ("page", "url", "title", "query"):
+                if doc.get(field):
+                    citation[field] = doc[field]  # type: ignore[literal-required,unused-ignore]
+            groups[key] = (citation, [])
+        groups[key][1].append(strip)
+    return list(groups.values())
+
+
+def label(citation: Citation) -> str:
+    if citation.get("query"):
+        return f"{citation['source']} (SQL: {citation['query']})"
+    if citation.get("url"):
+        return f"{citation.get('title') or citation['source']} ({citation['url']})"
+    if citation.get("page"):
+        return f"{citation['source']}, page {citation['page']}"
+    return citation["source"]
+
+
+def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> str:
+    blocks = [
+        prompts.SOURCE_BLOCK.format(
+            tag=tag,
+            n=c["n"],
+            label=without_directives(label(c)),
+            origin=c["origin"],
+            text=" ... ".join(s["text"] for s in strips),
+        )
+        for c, strips in numbered
+    ]
+    return "\n\n".join(blocks)
+
+
+#: Opens the note of an answer made of the best passages because the model's failed.
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w]|\.\d)")
+
+
+def _states(text: str, numbers: list[str]) -> bool:
+    return all(re.search(rf"(?<![\w.]){re.escape(x)}(?![\w]|\.\d)", text) for x in numbers)
+
+
+def repointed(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tuple[str, int]:
+    """The answer with a citation moved to the source that states the numbers of its
+    claim (the text since the previous mark), where the cited source does not and
+    exactly one other does: a model often cites a document's first page for a figure
+    on its second. Returns the answer and how many citations moved."""
+    texts = {c["n"]: " ".join(s["text"] for s in strips) for c, strips in numbered}
+    pieces, last, moved = [], 0, 0
+    for mark in CITE.finditer(answer):
+        claim, n = answer[last : mark.start()], int(mark.group(1))
+        numbers = [x for x in _NUMBER.findall(claim) if len(x) > 1]
+        if numbers and n in texts and not _states(texts[n], numbers):
+            others = [k for k in texts if k != n and _states(texts[k], numbers)]
+            if len(others) == 1:
+                n, moved = others[0], moved + 1
+        pieces.append(f"{claim}[{n}]")
+        last = mark.end()
+    return "".join(pieces) + answer[last:], moved
+
+
+def cited(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> list[Citation]:
+    """The citations the answer refers to; all sources if it cites none."""
+    used = {int(m) for m in CITE.findall(answer)}
+    citations = [c for c, _ in numbered]
+    return [c for c in citations if c["n"] in used] or citations

@@ -1,0 +1,230 @@
+"""Verification: one step from a draft answer to answered, partly answered or declined,
+with the reason.
+
+The draft's claims are checked against its sources (with `verify_claims`, one judge
+call), its citations moved to the source that states each claim's figures, and the
+evidence it rests on checked against the question's constraints (years, dates,
+versions, names): a passage about 2022 does not answer a question about 2023, so crag
+declines and says what it found instead. A constraint decides only when the evidence
+states another value, or when nothing crag searched names it; otherwise it is weak
+evidence and the answer stands as partial. Whether crag answered is state
+(`answered`, `support`, `decline_reason`), never read back from the answer's words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from crag import prompts
+from crag.context import Context
+from crag.errors import StoreError
+from crag.grading.constraints import Check, Constraint, check, constraints
+from crag.grading.coverage import library_texts, missing_terms
+from crag.models.chat import make_chat_model
+from crag.nodes.citations import cited, render_sources, repointed
+from crag.nodes.trail import note
+from crag.state import Citation, DeclineReason, State, Strip, documents_seen
+from crag.text import brief, split_sentences
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """An answer before verification, and how it was written."""
+
+    text: str
+    detail: str  # the step's note so far
+    by_model: bool  # a chat model wrote it (else the best strips, quoted)
+    fallback: bool  # the model failed or its reply was unreadable: the best strips stand in
+
+
+def declined(
+    why: DeclineReason, reason: str, detail: str, unsupported: Sequence[str] = ()
+) -> dict[str, Any]:
+    """crag's refusal: no answer, no citations, and why (`why` as a code the lab counts,
+    `reason` as the user reads it)."""
+    return {
+        "answer": f"{prompts.NOT_FOUND} {reason}".strip(),
+        "citations": [],
+        "answered": False,
+        "decline_reason": why,
+        "support": "none",
+        "unsupported": list(unsupported),
+        "confidence": 0.0,
+        **note(detail),
+    }
+
+
+def answered(
+    answer: str,
+    citations: list[Citation],
+    detail: str,
+    unsupported: Sequence[str] = (),
+    *,
+    partial: bool = False,
+) -> dict[str, Any]:
+    """crag's answer, partial when the evidence does not show all it asks (`unsupported`)
+    or the claims check dropped sentences."""
+    return {
+        "answer": answer,
+        "citations": citations,
+        "answered": True,
+        "decline_reason": None,
+        "support": "partial" if unsupported or partial else "supported",
+        "unsupported": list(unsupported),
+        **note(detail),
+    }
+
+
+def near_miss(result: Check) -> str:
+    """What the evidence speaks of instead of what was asked (2021, not 2023)."""
+    instead = [f"{', '.join(v)}, not {k}" for k, v in result.instead.items() if v]
+    absent = [c.value for c in result.unmet if not result.instead.get(c.value)]
+    said = [f"speak of {'; '.join(instead)}"] if instead else []
+    said += [f"do not mention {', '.join(absent)}"] if absent else []
+    return "The sources found " + " and ".join(said) + "."
+
+
+def identity(numbered: list[tuple[Citation, list[Strip]]]) -> list[str]:
+    """What the sources are, as text a name can be met in: each one's title, and its
+    file or site name in words ("requests_quickstart.md": "requests quickstart")."""
+    found = []
+    for c, _ in numbered:
+        found.append(c.get("title") or "")
+        where = c.get("url") or c["source"]
+        found.append(re.sub(r"\.\w{1,5}$|[\W_]+", " ", where.rsplit("/", 1)[-1] or where))
+    return [f for f in found if f.strip()]
+
+
+def unknown(ctx: Context, unmet: Sequence[Constraint], seen: Sequence[str]) -> list[Constraint]:
+    """The unmet constraints that nothing crag searched names: the library never does,
+    and no document the run saw (library chunks, search results) does either. A name is
+    looked up in any usual spelling; a year or version only as itself ("23.1.0" is not
+    "23.10")."""
+    if not unmet:
+        return []
+    names = [c for c in unmet if c.kind == "name"]
+    try:
+        missing = set(missing_terms(ctx, ctx.store.collection, [c.value for c in names]))
+        values = [c for c in unmet if c.kind != "name"]
+        if values:
+            texts = library_texts(ctx, ctx.store.collection)
+            missing |= {c.value for c in values if not check([c], texts).holds}
+    except StoreError as e:
+        # no library to look in (answering from search results alone): nothing is
+        # known to be absent, so nothing is declined for it
+        log.info("the library could not be read for the answer check: %s", e)
+        return []
+    return [c for c in unmet if c.value in missing and not check([c], seen).holds]
+
+
+def part_answered(state: State, evidence: Sequence[str], context: Sequence[str]) -> bool:
+    """Whether the evidence answers some part of a question of several (a comparison,
+    two questions in one): it meets all of that part's years, versions and names, and
+    either there are some to meet or the library covers the part. The answer then
+    stands for that part and says first what the sources lack for the others ("What did
+    it cost in 2024, and after the 2025 change?" answered with the 2024 price, saying
+    the sources speak of 2024, not 2025)."""
+    parts = state.get("parts") or []
+    if len(parts) < 2:
+        return False
+    for part in parts:
+        asked = constraints(part["text"])
+        if (asked or part["covered"]) and check(asked, evidence, context=context).holds:
+            return True
+    return False
+
+
+async def grounded(
+    answer: str, numbered: list[tuple[Citation, list[Strip]]], ctx: Context
+) -> tuple[str, int, str]:
+    """The answer without the sentences its sources do not state (one model call for
+    all sentences), how many were dropped, and a note. A reply that cannot be read
+    keeps the answer as it is: the check is a filter, not a gate."""
+    sentences = split_sentences(answer)
+    if not sentences:
+        return answer, 0, "nothing to check"
+    model = make_chat_model(
+        ctx.models.judge_model or ctx.models.chat_model, ctx, max_tokens=16 * len(sentences)
+    )
+    listed = "\n".join(f"{i}. {text}" for i, text in enumerate(sentences, 1))
+    tag = prompts.data_tag()
+    messages = [
+        SystemMessage(prompts.GROUND_SYSTEM.format(tag=tag)),
+        HumanMessage(
+            prompts.GROUND_USER.format(sources=render_sources(numbered, tag), sentences=listed)
+        ),
+    ]
+    try:
+        reply = await model.with_structured_output(prompts.Grounding).ainvoke(messages)
+    except Exception as exc:  # unreadable reply, timeout: the answer stands unchecked
+        log.warning("grounding check failed (%s); answer kept unchecked", brief(exc))
+        return answer, 0, f"grounding check failed ({type(exc).__name__})"
+    verdicts = reply.supported if isinstance(reply, prompts.Grounding) else []
+    if len(verdicts) != len(sentences):
+        return answer, 0, "grounding check unreadable (one verdict per sentence expected)"
+    kept = [text for text, ok in zip(sentences, verdicts, strict=True) if ok]
+    return " ".join(kept), len(sentences) - len(kept), f"{len(kept)}/{len(sentences)} grounded"
+
+
+async def verified(
+    state: State,
+    ctx: Context,
+    draft: Draft,
+    numbered: list[tuple[Citation, list[Strip]]],
+    asked: Sequence[Constraint],
+) -> dict[str, Any]:
+    """The draft answered, partly answered or declined (the generate step's update)."""
+    answer, detail, dropped = draft.text, draft.detail, 0
+    if draft.by_model and not draft.fallback:
+        if ctx.generation.verify and ctx.generation.verify_claims:
+            answer, dropped, grounding = await grounded(answer, numbered, ctx)
+            detail += f"; {grounding}"
+            if not answer:
+                return declined("ungrounded", "", f"{detail}: nothing the sources state")
+        answer, moved = repointed(answer, numbered)
+        detail += f"; {moved} citation(s) moved to the source that states it" if moved else ""
+    citations = cited(answer, numbered)
+    if not asked:
+        return answered(answer, citations, detail, partial=dropped > 0)
+    # the evidence: what the answer quotes, or the strips of the sources it cites
+    if draft.by_model:
+        evidence = [s["text"] for c, strips in numbered if c in citations for s in strips]
+    else:
+        evidence = [answer]
+    # a name is met by what the source is, too: a page titled "Super Bowl LVIII", the
+    # guide of a product that never repeats the product's name on its pages
+    context = [*(s["text"] for s in state.get("kept_strips") or []), *identity(numbered)]
+    result = check(asked, evidence, context=context)
+    if result.holds:
+        return answered(answer, citations, detail, partial=dropped > 0)
+    # what decides: the evidence speaks of another year, quarter or version, or the
+    # question asks about something no corpus crag searched ever names; a name or a year
+    # the sources know but these passages do not state is weak evidence only
+    deciding = [
+        *(c for c in result.unmet if result.instead.get(c.value)),
+        *await asyncio.to_thread(
+            unknown,
+            ctx,
+            [c for c in result.unmet if not result.instead.get(c.value)],
+            [d["text"] for d in documents_seen(state)],
+        ),
+    ]
+    unmet = [c.value for c in result.unmet]
+    found = near_miss(result)
+    lacks = f"evidence lacks {', '.join(unmet)}"
+    if not deciding:
+        return answered(answer, citations, f"weak evidence: {lacks}", unmet)
+    if part_answered(state, evidence, context):
+        return answered(f"{found} {answer}", citations, f"parts answered: {lacks}", unmet)
+    if ctx.generation.near_miss_answers:
+        return answered(f"{found} {answer}", citations, f"near miss: {lacks}", unmet)
+    return declined("constraints unmet", f"({found})", f"declined: {lacks}", unmet)
