@@ -1,6 +1,7 @@
 """The CRAG graph: retrieve → grade → (refine | rewrite → web_search → refine) → generate.
 
-A question the tenant's answer cache already answers ends at retrieve.
+A question the tenant's answer cache already answers takes the same path, each node
+passing on the cached result's keys it owns.
 """
 
 from __future__ import annotations
@@ -55,17 +56,12 @@ def route_after_grade(state: State) -> Literal["refine", "rewrite"]:
     return "refine" if state.get("verdict") == "correct" else "rewrite"
 
 
-def route_after_retrieve(state: State) -> Literal["grade", "__end__"]:
-    """A cached answer ends the run; anything retrieved is graded."""
-    return "__end__" if state.get("cached") else "grade"
-
-
 def build() -> StateGraph[State, Context, InputState, State]:
     builder = StateGraph(State, context_schema=Context, input_schema=InputState)
     for name, node in NODES.items():
         builder.add_node(name, node)
     builder.add_edge(START, "retrieve")
-    builder.add_conditional_edges("retrieve", route_after_retrieve)
+    builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", route_after_grade)
     builder.add_edge("rewrite", "web_search")
     builder.add_edge("web_search", "refine")

@@ -208,6 +208,9 @@ def clean_question(question: Any, max_chars: int) -> str:
 class State(InputState, total=False):
     tenant: str  # whose library answered (Context.tenant)
     cached: bool  # the answer came from the tenant's answer cache
+    served: dict[
+        str, Any
+    ]  # the cached result (verdict, answer, ...) that grade and generate pass on
     retrieved: list[Passage]  # what retrieval returned, before grading
     docs: list[Passage]  # the graded documents, each with its score
     scores: list[float]

@@ -60,11 +60,14 @@ def test_a_paraphrase_is_answered_from_the_cache(home: Path) -> None:
     ):
         state = ask(again, context=ctx)
         assert state["cached"] and _answer(state) == _answer(first), again
-        assert [s["node"] for s in state["path"]] == ["retrieve"]
+        # the graph's own path, each node passing on the cached keys it owns
+        assert [s["node"] for s in state["path"]] == ["retrieve", "grade", "refine", "generate"]
         assert "cached answer (similarity" in state["path"][0]["detail"]
+        assert state["path"][1]["detail"] == "correct: the cached answer's verdict"
         result = summary(state)
         assert result["cached"] is True and result["tenant"] == "acme"
-        assert result["path"] == ["retrieve"] and result["documents"] == []
+        assert result["path"] == ["retrieve", "grade", "refine", "generate"]
+        assert result["documents"] == [] and result["verdict"] == "correct"
         # the answer keeps the confidence it was cached for, and says where it is from
         assert result["confidence"] == first["confidence"] > 0
         shown = render(result)

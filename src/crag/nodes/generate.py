@@ -23,7 +23,7 @@ from crag.grading.constraints import Constraint, check, constraints
 from crag.grading.coverage import sentence_key
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.citations import CITE, number_sources, render_sources
-from crag.nodes.trail import context_of, recorded
+from crag.nodes.trail import context_of, note, recorded
 from crag.nodes.verification import Draft, declined, verified
 from crag.state import Citation, Passage, State, Strip, documents_seen
 from crag.text import brief, split_sentences
@@ -31,6 +31,8 @@ from crag.text import brief, split_sentences
 log = logging.getLogger(__name__)
 
 FALLBACK = "extractive fallback: "
+#: What generate writes of an answer (a cached one included).
+ANSWER_KEYS = ("answer", "citations", "answered", "support", "unsupported", "confidence")
 
 _Pick = tuple[float, int, int, str]  # score, position, citation number, text
 
@@ -192,14 +194,19 @@ async def draft(
 @recorded
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    update = await answer(state, ctx)
-    # a confident, verified answer is kept for the same question (the tenant's cache)
-    if await asyncio.to_thread(cache.store, ctx, state["question"], {**state, **update}):
-        step = update["path"][0]
-        update["path"] = [{**step, "detail": f"{step['detail']}; cached"}]
+    about: dict[str, Any] = {"question": state["question"]}
+    if served := state.get("served"):  # the tenant's cached answer, passed on
+        update = {key: served[key] for key in ANSWER_KEYS if key in served}
+        update |= {"decline_reason": None, **note("the cached answer")}
+        about["cached"] = True
+    else:
+        update = await answer(state, ctx)
+        # a confident, verified answer is kept for the same question (the tenant's cache)
+        if await asyncio.to_thread(cache.store, ctx, state["question"], {**state, **update}):
+            step = update["path"][0]
+            update["path"] = [{**step, "detail": f"{step['detail']}; cached"}]
     # the conversation keeps the reply, and the standalone question it answered
-    reply = AIMessage(update["answer"], response_metadata={"question": state["question"]})
-    return {**update, "messages": [reply]}
+    return {**update, "messages": [AIMessage(update["answer"], response_metadata=about)]}
 
 
 async def answer(state: State, ctx: Context) -> dict[str, Any]:

@@ -164,6 +164,15 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
 @recorded
 async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
+    if served := state.get("served"):  # the cached answer's verdict, graded when cached
+        verdict, grader = served["verdict"], served.get("grader", "")
+        return {
+            "verdict": verdict,
+            "grader": grader,
+            "scores": [],
+            "missing_terms": [],
+            **note(f"{verdict}: the cached answer's verdict"),
+        }
     graded = await grading(ctx, state["question"], state.get("retrieved") or [])
     grades = graded.grades
     decision = decide(grades, ctx.grading.upper, ctx.grading.lower, fast_gap(ctx))

@@ -1,13 +1,13 @@
 """retrieve: the library chunks nearest to the question (`candidates` of them, which
-grade scores and cuts to the best k), or the tenant's cached answer to it (the run
-then ends here: `route_after_retrieve`)."""
+grade scores and cuts to the best k), or the tenant's cached answer to it (`served`:
+grade passes its verdict on, and generate its answer)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
@@ -39,6 +39,7 @@ FRESH_RUN = {
     "unsupported": [],
     "decline_reason": None,
     "cached": False,
+    "served": {},
 }
 
 
@@ -83,21 +84,16 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 def from_cache(
     hit: cache.Hit, question: str, said: list[HumanMessage], reading: str, ctx: Context
 ) -> dict[str, Any]:
-    """The run's result from the tenant's answer cache: nothing is retrieved or graded."""
-    reply = AIMessage(
-        str(hit.result.get("answer", "")),
-        response_metadata={"question": question, "cached": True},
-    )
+    """The tenant's cached answer to the question: nothing is retrieved, and the nodes
+    that own the result's keys pass it on."""
     detail = f"cached answer (similarity {hit.similarity:.2f} to {hit.question!r})"
     return {
         **FRESH_RUN,
-        **hit.result,
         "tenant": ctx.store.tenant,
         "cached": True,
+        "served": hit.result,
         "question": question,
-        "messages": [*said, reply],
+        "messages": said,
         "retrieved": [],
-        "scores": [],
-        "missing_terms": [],
         **note("; ".join(filter(None, [reading, detail]))),
     }
