@@ -1,29 +1,32 @@
 """Every knob of a crag run, in small groups.
 
-`Context` is the graph's `context_schema`: LangGraph hands it to each node as
-`runtime.context`, and a node reads the group it needs (`ctx.grading.upper`). Each
-knob also has a flat name, unique across groups (`upper`, `k`, `cache_threshold`): the
-`CRAG_<NAME>` environment variable, the key in `CRAG_HOME/settings.json`, `crag ...
---set NAME=VALUE` and the keyword of `Context(upper=0.6)` all use it, so the CLI,
-`langgraph dev` and Python callers share one configuration.
-
-Precedence: arguments (even one equal to the default), then environment, then
-settings, then defaults. Every value is type- and range-checked, and an error names
-the knob, the value and where it came from.
+`Context` is the graph's `context_schema`: a node reads the group it needs
+(`ctx.grading.upper`). Each knob also has a flat name, unique across groups (`upper`,
+`cache_threshold`), that `CRAG_<NAME>`, `CRAG_HOME/settings.json`, `--set NAME=VALUE`
+and `Context(upper=0.6)` all use. Precedence: arguments (even one equal to the
+default), then environment, then settings, then defaults; an error names the knob,
+the value and where it came from.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
-import typing
 from collections.abc import Iterator
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from crag.settings import ENV_PREFIX, SETTINGS_FILE, load_settings, typed
+from crag.settings import (
+    CHECKS,
+    ENV_PREFIX,
+    SETTINGS_FILE,
+    Knob,
+    knob,
+    knob_table,
+    load_settings,
+    typed,
+)
 
 #: The tenant of a single-user library (and of chunks ingested before tenants existed).
 DEFAULT_TENANT = "default"
@@ -44,15 +47,6 @@ AUTHORITY_OF_KIND: dict[str, float] = {
 SIGNALS = ("relevance", "completeness", "recency", "authority")
 
 
-def knob(default: Any, doc: str, *, name: str | None = None) -> Any:
-    """A field with its documentation and, where the field's name would be ambiguous
-    outside its group, the flat name it is known by (`cache.threshold`: `cache_threshold`)."""
-    meta = {"description": doc} | ({"knob": name} if name else {})
-    if isinstance(default, dict):
-        return field(default_factory=dict, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
 @dataclass
 class Store:
     """Where the library lives and how its books are cut into chunks."""
@@ -68,8 +62,8 @@ class Store:
         "one tenant, and a run sees only its own. `default` is the single-user library, "
         "including chunks ingested before tenants existed.",
     )
-    chunk_size: int = knob(900, "Target chunk size (chars, at least 100).")
-    chunk_overlap: int = knob(150, "Chunk overlap (chars).")
+    chunk_size: int = knob(900, "Target chunk size (chars, at least 100).", check="count")
+    chunk_overlap: int = knob(150, "Chunk overlap (chars).", check="amount")
 
     @property
     def chroma_path(self) -> Path:
@@ -101,28 +95,34 @@ class Models:
     judge_model: str | None = knob(
         None, "Chat model used by the LLM judge; defaults to chat_model."
     )
-    max_answer_tokens: int = knob(320, "Upper bound on generated answer tokens.")
+    max_answer_tokens: int = knob(320, "Upper bound on generated answer tokens.", check="amount")
     model_cache: Path = knob(
         Path("~/.cache/crag"), "Where the local GGUF model is assembled once (1.1 GB)."
     )
-    threads: int = knob(0, "CPU threads for local models (0 = all cores).")
+    threads: int = knob(0, "CPU threads for local models (0 = all cores).", check="amount")
     chat_timeout_s: float = knob(
         180.0,
         "Timeout of each call to an `openai:` chat model (s); long enough for a small model "
         "on a laptop CPU behind an OpenAI-compatible server.",
+        check="seconds",
     )
-    embeddings_timeout_s: float = knob(60.0, "Timeout of each call to `openai:` embeddings (s).")
+    embeddings_timeout_s: float = knob(
+        60.0, "Timeout of each call to `openai:` embeddings (s).", check="seconds"
+    )
 
 
 @dataclass
 class Retrieval:
     """What is fetched from the library for a question."""
 
-    k: int = knob(5, "Chunks graded and refined per question: the best of `candidates`.")
+    k: int = knob(
+        5, "Chunks graded and refined per question: the best of `candidates`.", check="count"
+    )
     candidates: int = knob(
         5,
         "Chunks retrieved and scored per question; the best `k` of them are graded and "
         "refined (more than k: the grader reranks a deeper set).",
+        check="count",
     )
     decompose: bool = knob(
         True,
@@ -130,7 +130,7 @@ class Retrieval:
         "graded on its own.",
     )
     max_question_chars: int = knob(
-        4000, "Longer questions are refused (bounded work on any input)."
+        4000, "Longer questions are refused (bounded work on any input).", check="count"
     )
 
 
@@ -150,12 +150,18 @@ class Grading:
         "A grader saved by `crag train-grader` (grader.json) to grade with instead of the one "
         "in HOME/grader (e.g. one trained on another library).",
     )
-    upper: float = knob(0.55, "Verdict `correct` if any document scores >= upper.")
+    upper: float = knob(0.55, "Verdict `correct` if any document scores >= upper.", check="share")
     lower: float = knob(
-        0.55, "Verdict `incorrect` if every document scores < lower; good documents score >= lower."
+        0.55,
+        "Verdict `incorrect` if every document scores < lower; good documents score >= lower.",
+        check="share",
     )
-    cascade_low: float = knob(0.25, "Cascade: a first score below this is settled as irrelevant.")
-    cascade_high: float = knob(0.75, "Cascade: a first score at or above this is settled relevant.")
+    cascade_low: float = knob(
+        0.25, "Cascade: a first score below this is settled as irrelevant.", check="share"
+    )
+    cascade_high: float = knob(
+        0.75, "Cascade: a first score at or above this is settled relevant.", check="share"
+    )
     coverage_check: bool = knob(
         True,
         "A question with terms the library never mentions, or comparing something it names "
@@ -169,6 +175,7 @@ class Grading:
     fast_gap: float = knob(
         0.15,
         "Fast path: how far the best chunk's score must lead the next (besides reaching upper).",
+        check="share",
     )
 
 
@@ -187,16 +194,18 @@ class Search:
         "has nothing).",
     )
     external_collection: str = knob("external", "Collection used by external=local.")
-    web_k: int = knob(5, "External results per search.")
+    web_k: int = knob(5, "External results per search.", check="count")
     tavily_base_url: str | None = knob(None, "Tavily API base URL (tests point it at loopback).")
     sql_path: Path | None = knob(
         None,
         "A SQLite database for structured questions (prices, specs, counts), read-only, "
         "SELECT only.",
     )
-    sql_max_rows: int = knob(20, "At most this many rows per SQL query.")
-    sql_timeout_s: float = knob(5.0, "Timeout of each SQL query (s).")
-    timeout_s: float = knob(30.0, "Timeout of each external search and Chroma server call (s).")
+    sql_max_rows: int = knob(20, "At most this many rows per SQL query.", check="count")
+    sql_timeout_s: float = knob(5.0, "Timeout of each SQL query (s).", check="seconds")
+    timeout_s: float = knob(
+        30.0, "Timeout of each external search and Chroma server call (s).", check="seconds"
+    )
     redact_queries: bool = knob(
         True,
         "Mask e-mail addresses, phone numbers, keys, tokens, card numbers and user paths in "
@@ -211,12 +220,13 @@ class Refinement:
 
     refine: bool = knob(True, "Knowledge refinement on (off for ablation).")
     strip_sentences: int = knob(2, "Sentences per strip (1-3).")
-    strip_threshold: float = knob(0.10, "Strips scoring below this are dropped.")
-    max_strips: int = knob(8, "At most this many strips kept.")
+    strip_threshold: float = knob(0.10, "Strips scoring below this are dropped.", check="share")
+    max_strips: int = knob(8, "At most this many strips kept.", check="count")
     dedup_threshold: float = knob(
         0.9,
         "Strips whose embeddings' cosine reaches this (and that state the same numbers and "
         "dates) are one fact: only the more confident one is kept.",
+        check="share",
     )
 
 
@@ -224,18 +234,27 @@ class Refinement:
 class Confidence:
     """What orders documents and strips, and settles sources that disagree."""
 
-    weight_relevance: float = knob(0.6, "Weight of the grader's relevance score in the composite.")
-    weight_completeness: float = knob(
-        0.1, "Weight of completeness (share of the question covered)."
+    weight_relevance: float = knob(
+        0.6, "Weight of the grader's relevance score in the composite.", check="share"
     )
-    weight_recency: float = knob(0.2, "Weight of recency (the document's date, decaying).")
-    weight_authority: float = knob(0.1, "Weight of authority (the source's kind, see `authority`).")
+    weight_completeness: float = knob(
+        0.1, "Weight of completeness (share of the question covered).", check="share"
+    )
+    weight_recency: float = knob(
+        0.2, "Weight of recency (the document's date, decaying).", check="share"
+    )
+    weight_authority: float = knob(
+        0.1, "Weight of authority (the source's kind, see `authority`).", check="share"
+    )
     timely_recency_weight: float = knob(
         0.5,
         "The recency weight for a time-sensitive question ('latest', 'current', 'as of', a "
         "year), when it is higher than weight_recency.",
+        check="share",
     )
-    recency_half_life_days: float = knob(365.0, "Age (days) at which a document's recency halves.")
+    recency_half_life_days: float = knob(
+        365.0, "Age (days) at which a document's recency halves.", check="days"
+    )
     authority: dict[str, float | str] = knob(
         {},
         "Authority overrides, a JSON object: a kind (library, official, news, blog, web, "
@@ -294,15 +313,20 @@ class Cache:
         "similarity to the cached one's (and the same years, versions, names and words, "
         "synonyms aside).",
         name="cache_threshold",
+        check="share",
     )
     size: int = knob(
-        1000, "Cached answers kept per tenant; the least recently used go.", name="cache_size"
+        1000,
+        "Cached answers kept per tenant; the least recently used go.",
+        name="cache_size",
+        check="count",
     )
     min_confidence: float = knob(
         0.0,
         "An answer whose state carries a `confidence` below this is never cached (answers "
         "without one are judged by verdict and verification alone).",
         name="cache_min_confidence",
+        check="share",
     )
 
 
@@ -319,37 +343,8 @@ GROUPS: dict[str, type] = {
 }
 
 
-@dataclass(frozen=True)
-class Knob:
-    """One knob: its flat name, its group and field, type and documentation."""
-
-    name: str
-    group: str
-    attr: str
-    annotation: Any
-    description: str
-    default: Any
-
-
-def _knobs() -> dict[str, Knob]:
-    table: dict[str, Knob] = {}
-    for group, cls in GROUPS.items():
-        hints = typing.get_type_hints(cls, localns={"Path": Path})
-        for f in fields(cls):
-            name = f.metadata.get("knob", f.name)
-            assert name not in table, f"knob {name!r} is in two groups"
-            table[name] = Knob(
-                name, group, f.name, hints[f.name], f.metadata["description"], _default(f)
-            )
-    return table
-
-
-def _default(f: Field[Any]) -> Any:
-    return f.default_factory() if f.default_factory is not MISSING else f.default
-
-
 #: Every knob by flat name.
-KNOBS: dict[str, Knob] = _knobs()
+KNOBS: dict[str, Knob] = knob_table(GROUPS)
 
 
 @dataclass(init=False)
@@ -421,51 +416,13 @@ class Context:
         def bad(name: str, why: str) -> ValueError:
             return ValueError(f"{name}={self.get(name)!r} (from {self.origin(name)}): {why}")
 
-        for name in (
-            "upper",
-            "lower",
-            "strip_threshold",
-            "cascade_low",
-            "cascade_high",
-            "fast_gap",
-            "dedup_threshold",
-            *(f"weight_{signal}" for signal in SIGNALS),
-            "timely_recency_weight",
-            "cache_threshold",
-            "cache_min_confidence",
-        ):
-            value = self.get(name)
-            if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:  # NaN fails too
-                raise bad(name, "must be a number from 0 to 1")
+        for spec, value in self.items():
+            if spec.check and not CHECKS[spec.check][0](value):  # NaN fails every check
+                raise bad(spec.name, CHECKS[spec.check][1])
         if not sum(self.get(f"weight_{signal}") for signal in SIGNALS) > 0:
             raise bad("weight_relevance", "the confidence weights must not all be 0")
-        for name in (
-            "timeout_s",
-            "chat_timeout_s",
-            "embeddings_timeout_s",
-            "recency_half_life_days",
-            "sql_timeout_s",
-        ):
-            value = self.get(name)
-            if not isinstance(value, int | float) or not 0 < value < math.inf:
-                raise bad(name, "must be a positive number of seconds")
-        for name in (
-            "max_question_chars",
-            "k",
-            "candidates",
-            "web_k",
-            "max_strips",
-            "chunk_size",
-            "sql_max_rows",
-            "cache_size",
-        ):
-            if self.get(name) < 1:
-                raise bad(name, "must be >= 1")
         if self.store.chunk_size < 100:
             raise bad("chunk_size", "must be >= 100 (characters)")
-        for name in ("max_answer_tokens", "threads", "chunk_overlap"):
-            if self.get(name) < 0:
-                raise bad(name, "must be >= 0")
         grading, search, store = self.grading, self.search, self.store
         if grading.lower > grading.upper:
             raise bad("lower", f"must not exceed upper={grading.upper}")

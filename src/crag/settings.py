@@ -1,17 +1,78 @@
-"""Knob values written as text or JSON: `CRAG_<KNOB>` environment variables and
-`CRAG_HOME/settings.json` (written by `crag tune --save`), read into the types the
+"""What a knob is and how its values are read: a documented dataclass field (`knob`),
+the table of every knob by flat name (`knob_table`), the checks a value must pass, and
+values written as text or JSON (`CRAG_<KNOB>` environment variables, the
+`CRAG_HOME/settings.json` that `crag tune --save` writes) read into the types the
 configuration declares, with an error that says what was expected."""
 
 from __future__ import annotations
 
 import json
+import math
 import types
 import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 ENV_PREFIX = "CRAG_"
 SETTINGS_FILE = "settings.json"
+
+#: What a knob's value must be (`knob(..., check=NAME)`), and the error when it is not.
+CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "share": (lambda v: _number(v) and 0.0 <= v <= 1.0, "must be a number from 0 to 1"),
+    "seconds": (lambda v: _number(v) and 0 < v < math.inf, "must be a positive number of seconds"),
+    "days": (lambda v: _number(v) and 0 < v < math.inf, "must be a positive number of days"),
+    "count": (lambda v: v >= 1, "must be >= 1"),
+    "amount": (lambda v: v >= 0, "must be >= 0"),
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def knob(default: Any, doc: str, *, name: str | None = None, check: str | None = None) -> Any:
+    """A dataclass field with its documentation, the check its values must pass, and,
+    where the field's name would be ambiguous outside its group, the flat name it is
+    known by (`cache.threshold`: `cache_threshold`)."""
+    meta = {"description": doc, "knob": name, "check": check}
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob: its flat name, its group and field, type, documentation and check."""
+
+    name: str
+    group: str
+    attr: str
+    annotation: Any
+    description: str
+    default: Any
+    check: str | None
+
+
+def knob_table(groups: Mapping[str, type]) -> dict[str, Knob]:
+    """Every knob of the groups (dataclasses of `knob` fields) by flat name."""
+    table: dict[str, Knob] = {}
+    for group, cls in groups.items():
+        hints = typing.get_type_hints(cls, localns={"Path": Path})
+        for f in fields(cls):
+            name = f.metadata["knob"] or f.name
+            assert name not in table, f"knob {name!r} is in two groups"
+            assert f.metadata["check"] in (None, *CHECKS), f.metadata["check"]
+            meta = f.metadata
+            table[name] = Knob(
+                name, group, f.name, hints[f.name], meta["description"], _default(f), meta["check"]
+            )
+    return table
+
+
+def _default(f: Field[Any]) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 def _mapping(value: Any, annotation: Any) -> dict[str, Any]:
