@@ -29,7 +29,7 @@ from crag.grading.confidence import (
     recency,
     weights_for,
 )
-from crag.grading.timeliness import time_sensitive
+from crag.grading.question_form import slot, time_sensitive
 from crag.models.embeddings import Remembering
 from crag.nodes import refine as refine_module
 from crag.nodes.generate import generate
@@ -342,7 +342,7 @@ def test_a_failing_model_check_falls_back_to_the_rule(monkeypatch: pytest.Monkey
     ],
 )
 def test_which_questions_ask_for_one_value(question: str, kind: str | None) -> None:
-    assert conflicts.slot(question) == kind
+    assert slot(question) == kind
 
 
 def test_the_answers_confidence_is_that_of_its_sources() -> None:

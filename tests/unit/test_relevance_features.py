@@ -13,8 +13,8 @@ from crag.grading.features import (
     FEATURES,
     TOPICAL_NAME_COS,
     extract_features,
-    question_type,
 )
+from crag.grading.question_form import question_type
 from crag.models.embeddings import make_embeddings
 from crag.text import clauses, split_date_stamps
 

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from crag.context import AUTHORITY_OF_KIND, SIGNALS, Context
 from crag.dates import read_date
 from crag.grading.coverage import key_terms
-from crag.grading.timeliness import time_sensitive
+from crag.grading.question_form import time_sensitive
 from crag.source_kind import detect_kind
 from crag.text import stems
 

@@ -33,54 +33,12 @@ from crag.directives import without_directives
 from crag.grading.confidence import Weights, why_preferred
 from crag.grading.constraints import stated
 from crag.grading.coverage import key_terms
-from crag.grading.decompose import rule_parts
-from crag.grading.features import question_type
+from crag.grading.question_form import slot
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.state import Conflict, ConflictValue, Passage, Strip
 from crag.text import MONTHS, STOPWORDS, folded_words, normalize, split_sentences, stem, stems
 
 log = logging.getLogger(__name__)
-
-# A question after one value: "what is", "which port", "when", "who", "how many" ...
-_ONE_VALUE = re.compile(
-    r"^(?:what|which|when|who|whom|whose|where|in what|on what|at what|to what"
-    r"|how (?:many|much|long|big|large|old|often|fast|far|high|heavy|tall|wide|deep))\b"
-)
-# ... unless it asks for several: "and what", a change, a history, a comparison.
-_MANY_VALUES = re.compile(
-    r"\b(?:and|or|then)\s+(?:what|which|when|who|whom|whose|where|how|why)\b"
-    r"|\b(?:chang\w*|differ\w*|histor\w*|evolv\w*|compar\w*|between|versus|vs)\b"
-)
-# What a question asks to measure when it does not say "how many": "what is the default
-# port", "the maximum upload size", "the fee". A definition ("what is dropout?") is no value.
-_MEASURE = re.compile(
-    r"\b(?:port|limit|size|price|cost|fee|rate|timeout|interval|duration|length|capacity"
-    r"|maximum|minimum|max|min|threshold|quota|number|count|percentage|percent"
-    r"|level|speed|memory|storage|bandwidth|latency|retention|period|window|deadline|age|score)s?\b"
-)
-_KIND_OF_TYPE = {
-    "year": "year",
-    "date": "date",
-    "num": "number",
-    "person": "name",
-    "place": "name",
-    "entity": "name",
-}
-
-
-def slot(question: str) -> str | None:
-    """The kind of the one value a question asks for (`number`, `year`, `date`,
-    `version`, `name`), or None when it asks for something else or for several."""
-    low = " ".join(normalize(question).lower().split())
-    if not _ONE_VALUE.match(low) or _MANY_VALUES.search(low) or rule_parts(question):
-        return None
-    if kind := _KIND_OF_TYPE.get(question_type(low)):
-        return kind
-    if re.search(r"\b(?:version|release)\b", low) and not low.startswith("how "):
-        return "version"
-    if _MEASURE.search(low):
-        return "number"
-    return "name" if low.startswith("which ") else None
 
 
 def fact_sentences(question: str, text: str) -> list[str]:

@@ -35,6 +35,7 @@ from langchain_core.embeddings import Embeddings
 
 from crag.dates import YEAR
 from crag.grading.base import QuestionSimilarity
+from crag.grading.question_form import question_type
 from crag.text import MONTHS, clauses, normalize, stem, words
 from crag.text import STOPWORDS as STOP
 
@@ -45,40 +46,6 @@ _DAY = re.compile(r"\d{1,2}(st|nd|rd|th)?")
 _MONTH_DAY = re.compile(r"[a-z]{3} \d+")
 # MiniLM cosine of a name with the question above which the name restates the question
 TOPICAL_NAME_COS = 0.5
-# question type -> the kinds of span that can answer it
-_QTYPES: list[tuple[str, re.Pattern[str]]] = [
-    ("year", re.compile(r"\b(what|which|in what) year\b")),
-    (
-        "num",
-        re.compile(
-            r"\bhow (many|much)\b|\b(revenue|price|cost|salary|population|net worth|budget)\b"
-        ),
-    ),
-    # "when should/would/to ..." asks for the conditions of a choice, not for a date
-    (
-        "date",
-        re.compile(
-            r"\bwhen (was|is|does|did|will|do|are|were)\b"
-            r"|^when\b(?! (should|would|could|can|might|must|to)\b)|\bdate\b"
-        ),
-    ),
-    ("place", re.compile(r"\bwhere\b")),
-    (
-        "person",
-        re.compile(
-            r"\bwho(m|se)?\b|^(which|what) (\w+ ){0,2}"
-            r"(actor|actress|player|director|singer|person|ceo|president|winner)\b"
-        ),
-    ),
-    (
-        "entity",
-        re.compile(
-            r"^(which|what) (\w+ ){0,3}(country|team|company|movie|film|song|album|club|city"
-            r"|brand|car|show|book|game|network|airline|university|device|phone|app)\b"
-            r"|^(which|what)\b.*\b(won|wins?|winner|champion|acquired?|bought|starring|hosted?)\b"
-        ),
-    ),
-]
 _KINDS = {
     "person": {"cap"},
     "place": {"cap"},
@@ -87,26 +54,6 @@ _KINDS = {
     "date": {"date", "year"},
     "num": {"num"},
 }
-
-
-# The question's own interrogative: the first one. "How do we know how many trees we
-# need?" asks for a method; its "how many" belongs to the clause it asks about.
-_WH = re.compile(r"\b(what|which|who|whom|whose|when|where|how|why)\b")
-
-
-def question_type(question: str) -> str:
-    low = question.lower().strip()
-    first = _WH.search(low)
-    if (
-        first
-        and first.group(1) in ("how", "why")
-        and not re.match(r"how (many|much)\b", low[first.start() :])
-    ):
-        return "other"
-    for name, pattern in _QTYPES:
-        if pattern.search(low):
-            return name
-    return "other"
 
 
 @dataclass

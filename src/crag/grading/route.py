@@ -9,33 +9,9 @@ the full corrective path, where each part and each constraint is checked.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
-from crag.grading.constraints import when
-from crag.grading.timeliness import time_sensitive
-
-# Questions that ask for a value a table would hold: a price, a count, a spec.
-_STRUCTURED = re.compile(
-    r"\b(?:how (?:many|much)|price[sd]?|pricing|costs?|fees?|counts?|number of|total|"
-    r"average|median|maximum|minimum|max|min|limits?|quotas?|specs?|specifications?|"
-    r"rates?|sizes?|capacity|per (?:month|year|user|seat|hour|day))\b",
-    re.IGNORECASE,
-)
-
-
-def time_constraint(question: str) -> str | None:
-    """Why the question's answer depends on when it is asked, or None: it asks for the
-    present or names a year (`time_sensitive`), a date or a version."""
-    if why := time_sensitive(question):
-        return why
-    named = [c.value for c in when(question)]  # a year would be time-sensitive above
-    return f"names {', '.join(named)}" if named else None
-
-
-def structured(question: str) -> bool:
-    """Whether the question asks for a price, count, spec or other tabular value."""
-    return _STRUCTURED.search(question) is not None
+from crag.grading.question_form import structured, time_constraint
 
 
 def complexity(question: str, parts: Sequence[str]) -> list[str]:

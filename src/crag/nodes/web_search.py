@@ -17,8 +17,8 @@ from crag.context import Context
 from crag.errors import ProviderError, SearchError
 from crag.grading.constraints import check, when
 from crag.grading.coverage import without_boilerplate
+from crag.grading.question_form import structured
 from crag.grading.registry import make_grader
-from crag.grading.route import structured
 from crag.nodes.trail import context_of, note, recorded
 from crag.redact import redact, without_masked
 from crag.retrieval.external import ExternalSearch, make_source, source_names
