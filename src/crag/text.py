@@ -213,3 +213,35 @@ def brief(text: object, limit: int = 160) -> str:
     lines = str(text).strip().splitlines()
     first = lines[0] if lines else ""
     return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def sentence_key(sentence: str) -> str:
+    """A sentence as its words: line breaks, hyphenation, case and typography aside."""
+    return " ".join(folded_words(sentence))
+
+
+def word_forms(word: str) -> tuple[str, ...]:
+    """A word and its singular or plural: "GANs" is found where the book says "GAN"."""
+    if word.endswith("es") and len(word) > 4:
+        return word, word[:-2], word[:-1]
+    if word.endswith("s") and len(word) > 3:
+        return word, word[:-1]
+    return word, word + "s", word + "es"
+
+
+def named_pattern(phrase: str) -> re.Pattern[str] | None:
+    """A phrase as normal-form text may write it: between its words (and before a
+    word's closing digits) spaces, line breaks, hyphens or other punctuation ("u.s.",
+    "l_2"), and a plural at the end."""
+    words = folded_words(phrase.replace("-", " "))
+    if not words:
+        return None
+    # "l2" is also written with its digit as a subscript: "ℓ_2", "L 2"
+    parts = [r"[\W_]*".join(map(re.escape, re.split(r"(?<=[a-z])(?=\d)", w))) for w in words]
+    return re.compile(r"(?<![a-z0-9])" + r"[\W_]*".join(parts) + r"(?:s|es)?(?![a-z0-9])")
+
+
+def times_named(phrase: str, text: str) -> int:
+    """How many times `text` names `phrase`, in any usual spelling."""
+    pattern = named_pattern(phrase)
+    return len(pattern.findall(normalize(text).lower())) if pattern else 0

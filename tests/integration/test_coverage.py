@@ -18,15 +18,10 @@ import pytest
 from fakes import FakeEmbeddings
 
 from crag.context import Context
-from crag.grading.coverage import (
-    is_specific,
-    key_terms,
-    library_index,
-    missing_terms,
-    specific_terms,
-)
+from crag.grading.coverage import is_specific, key_terms, specific_terms
 from crag.ingest.indexer import ingest_path
 from crag.retrieval.library import sourced_texts
+from crag.retrieval.library_index import library_index, missing_terms
 
 BOOKS = ("02_multilayer_perceptrons.pdf", "07_mathematics_appendix.pdf")
 # A token of the raw text: letters (any script), digits and the marks inside terms.

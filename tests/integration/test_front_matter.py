@@ -7,9 +7,9 @@ from pathlib import Path
 
 from crag import ask
 from crag.context import Context
-from crag.grading.coverage import library_index, sentence_key
 from crag.ingest.loaders import load_document
-from crag.text import split_sentences
+from crag.retrieval.library_index import library_index
+from crag.text import sentence_key, split_sentences
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 

@@ -13,10 +13,10 @@ from fakes import FakeEmbeddings
 
 from crag.context import Context
 from crag.errors import DamagedStore, StoreError
-from crag.grading.coverage import library_index
 from crag.ingest.indexer import ingest_path
 from crag.retrieval.clients import EMBEDDINGS_KEY, drop_collection, get_collection, open_client
 from crag.retrieval.library import describe, retrieve, to_similarity
+from crag.retrieval.library_index import library_index
 from crag.retrieval.store_errors import store_error
 
 DOCS = {

@@ -12,7 +12,6 @@ from tenants import ACME, GLOBEX, write_tenant
 
 from crag.cli.main import main
 from crag.context import Context
-from crag.grading.coverage import missing_terms
 from crag.ingest.indexer import ingest_path
 from crag.models.embeddings import make_embeddings
 from crag.retrieval.clients import TENANT_KEY, TENANTS_KEY, get_collection, open_client
@@ -24,6 +23,7 @@ from crag.retrieval.library import (
     tenant_records,
     tenant_where,
 )
+from crag.retrieval.library_index import missing_terms
 from crag_lab.pairs import library_chunks
 
 

@@ -20,13 +20,12 @@ from crag import cache, prompts
 from crag.context import Context
 from crag.grading.conflicts import disagreement
 from crag.grading.constraints import Constraint, check, constraints
-from crag.grading.coverage import sentence_key
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.citations import CITE, number_sources, render_sources
 from crag.nodes.trail import context_of, note, recorded
 from crag.nodes.verification import Draft, declined, verified
 from crag.state import Citation, Passage, State, Strip, documents_seen
-from crag.text import brief, split_sentences
+from crag.text import brief, sentence_key, split_sentences
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from crag.context import Context
 from crag.errors import ProviderError
 from crag.grading.constraints import Constraint, check, when
-from crag.grading.coverage import coverage_gaps, times_named
+from crag.grading.coverage import coverage_gaps
 from crag.grading.decompose import Split, decompose, rule_parts
 from crag.grading.registry import make_grader, uses_llm, without_llm
 from crag.grading.route import complexity
@@ -25,6 +25,7 @@ from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library import hit_to_passage
 from crag.retrieval.library import retrieve as library_retrieve
 from crag.state import Grades, Part, PartGrade, Passage, State
+from crag.text import times_named
 
 
 async def scored_by(ctx: Context, question: str, texts: list[str]) -> tuple[list[float], str]:

@@ -13,11 +13,11 @@ from langgraph.types import Overwrite
 
 from crag import cache
 from crag.context import Context
-from crag.grading.coverage import without_boilerplate
 from crag.nodes.followup import standalone
 from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library import hit_to_passage
 from crag.retrieval.library import retrieve as library_retrieve
+from crag.retrieval.library_index import without_boilerplate
 from crag.state import NO_GRADES, State, clean_question
 
 # A new question on an existing thread must not inherit the last run's results.

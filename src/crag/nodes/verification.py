@@ -26,10 +26,10 @@ from crag import prompts
 from crag.context import Context
 from crag.errors import StoreError
 from crag.grading.constraints import Check, Constraint, check, constraints
-from crag.grading.coverage import library_texts, missing_terms
 from crag.models.chat import make_chat_model
 from crag.nodes.citations import cited, render_sources, repointed
 from crag.nodes.trail import note
+from crag.retrieval.library_index import library_texts, missing_terms
 from crag.state import Citation, DeclineReason, State, Strip, documents_seen
 from crag.text import brief, split_sentences
 

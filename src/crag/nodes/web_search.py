@@ -16,12 +16,12 @@ from langgraph.runtime import Runtime
 from crag.context import Context
 from crag.errors import ProviderError, SearchError
 from crag.grading.constraints import check, when
-from crag.grading.coverage import without_boilerplate
 from crag.grading.question_form import structured
 from crag.grading.registry import make_grader
 from crag.nodes.trail import context_of, note, recorded
 from crag.redact import redact, without_masked
 from crag.retrieval.external import ExternalSearch, make_source, source_names
+from crag.retrieval.library_index import without_boilerplate
 from crag.state import Passage, State
 
 
