@@ -19,10 +19,6 @@ Verdict = Literal["correct", "incorrect", "ambiguous"]
 Origin = Literal["library", "external"]
 Support = Literal["supported", "partial", "none"]
 Route = Literal["fast", "full"]
-#: Why crag declined: nothing relevant reached the context, the chat model found no
-#: answer in it, no sentence of the answer was grounded, or the evidence speaks of other
-#: years, versions or names than the question asks.
-DeclineReason = Literal["no evidence", "model found none", "ungrounded", "constraints unmet"]
 
 
 class Passage(TypedDict):
@@ -235,7 +231,7 @@ class State(InputState, total=False):
     citations: list[Citation]
     # whether crag answered, and how far the evidence supports the answer
     answered: bool
-    decline_reason: DeclineReason | None  # None when crag answered
+    decline_reason: str | None  # why crag declined (`verification.DeclineReason`); None: answered
     support: Support
     confidence: float  # the composite confidence of the sources the answer cites
     conflicts: list[Conflict]  # disagreements settled in refinement

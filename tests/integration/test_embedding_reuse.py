@@ -9,8 +9,9 @@ import pytest
 
 from crag.context import Context
 from crag.ingest.indexer import ingest_path
-from crag.models.embeddings import Remembering, make_embeddings
+from crag.models.embeddings import make_embeddings
 from crag.models.minilm import MiniLMEmbeddings
+from crag.models.remembering import Remembering
 from crag.retrieval.library import retrieve
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"

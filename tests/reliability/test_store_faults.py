@@ -38,7 +38,7 @@ from crag.cli.main import main
 from crag.context import Context
 from crag.ingest import indexer
 from crag.ingest.indexer import Ingestor
-from crag.models.embeddings import Remembering
+from crag.models.remembering import Remembering
 from crag.retrieval import clients, integrity, library
 
 DIM = 16

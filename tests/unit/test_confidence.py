@@ -30,7 +30,7 @@ from crag.grading.confidence import (
     weights_for,
 )
 from crag.grading.question_form import slot, time_sensitive
-from crag.models.embeddings import Remembering
+from crag.models.remembering import Remembering
 from crag.nodes import refine as refine_module
 from crag.nodes.generate import generate
 from crag.nodes.refine import deduplicate, refine

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-from langchain_text_splitters import RecursiveCharacterTextSplitter
+from typing import TYPE_CHECKING
 
 from crag.ingest.loaders import NUMBERED_HEADING, Page
+
+if TYPE_CHECKING:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 #: Bump when the text extraction or splitting rules change: it is part of every chunk
 #: id, so a new version re-indexes files instead of mixing old and new chunks.
@@ -57,6 +59,10 @@ def chunker_signature(chunk_size: int, chunk_overlap: int) -> str:
 
 
 def make_splitter(kind: str, chunk_size: int, chunk_overlap: int) -> RecursiveCharacterTextSplitter:
+    """The splitter for a kind of text (imported here: an unchanged re-ingest splits
+    nothing, and langchain_text_splitters costs half a second to import)."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
     return RecursiveCharacterTextSplitter(
         separators=SEPARATORS.get(kind, SEPARATORS["text"]),
         is_separator_regex=True,

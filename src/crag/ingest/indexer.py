@@ -32,8 +32,6 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.embeddings import Embeddings
-
 from crag.context import DEFAULT_TENANT, Context
 from crag.errors import CragError, DamagedStore, IngestError, StoreError
 from crag.filelock import LockBusy, exclusive
@@ -47,7 +45,6 @@ from crag.ingest.loaders import (
     sha256_hex,
 )
 from crag.ingest.summary import FileReport, IngestSummary
-from crag.models.embeddings import embeddings_for
 from crag.retrieval.clients import (
     TENANT_KEY,
     TENANTS_KEY,
@@ -61,6 +58,7 @@ from crag.retrieval.integrity import seal, unseal
 from crag.retrieval.library import (
     adopt_untagged,
     delete,
+    embeddings_for,
     iter_records,
     mark_changed,
     vectors_by,
@@ -72,6 +70,7 @@ from crag.source_kind import detect_kind
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
+    from langchain_core.embeddings import Embeddings
 
 log = logging.getLogger(__name__)
 

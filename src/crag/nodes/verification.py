@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
@@ -30,10 +30,16 @@ from crag.models.chat import make_chat_model
 from crag.nodes.citations import cited, render_sources, repointed
 from crag.nodes.trail import note
 from crag.retrieval.library_index import library_texts, missing_terms
-from crag.state import Citation, DeclineReason, State, Strip, documents_seen
+from crag.state import Citation, State, Strip, documents_seen
 from crag.text import brief, split_sentences
 
 log = logging.getLogger(__name__)
+
+#: Why crag declines (`decline_reason`, what `crag eval` counts declines by): nothing
+#: relevant reached the context, the chat model found no answer in it, no sentence of
+#: the answer was grounded, or the evidence speaks of other years, versions or names
+#: than the question asks.
+DeclineReason = Literal["no evidence", "model found none", "ungrounded", "constraints unmet"]
 
 
 @dataclass(frozen=True)

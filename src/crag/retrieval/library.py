@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crag.context import DEFAULT_TENANT, Context
 from crag.errors import StoreError
-from crag.models.embeddings import embeddings_for
 from crag.retrieval.clients import (
     EMBEDDINGS_KEY,
     TENANT_KEY,
@@ -35,6 +34,7 @@ from crag.retrieval.clients import (
 from crag.retrieval.store_errors import guard, rebuild_hint
 
 if TYPE_CHECKING:
+    from crag.models.remembering import Remembering
     from crag.state import Origin, Passage
 
 if TYPE_CHECKING:
@@ -46,6 +46,14 @@ log = logging.getLogger(__name__)
 def to_similarity(distance: float) -> float:
     """Cosine distance (0..2) → similarity in [0, 1]; anti-correlated texts count as 0."""
     return min(1.0, max(0.0, 1.0 - float(distance)))
+
+
+def embeddings_for(ctx: Context) -> Remembering:
+    """The run's embedder, imported on first need: an ingest that embeds nothing never
+    loads the embeddings' libraries."""
+    from crag.models.embeddings import embeddings_for as make
+
+    return make(ctx)
 
 
 def retrieve(

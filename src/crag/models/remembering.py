@@ -1,0 +1,79 @@
+"""An embedder that remembers: it also serves the vectors the store already holds, so
+grading a chunk that retrieval just returned (with its stored vector) costs no model
+call, and it turns the model's own failures (a server that is down, answers 500 or
+garbage, times out) into a `ProviderError` that names the embeddings."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from crag.errors import CragError, ProviderError
+
+
+class Remembering(Embeddings):
+    """An embedder plus the vectors it is known to give for some texts."""
+
+    def __init__(self, inner: Embeddings, max_known: int = 4096, *, name: str = "") -> None:
+        self.inner = inner
+        self.max_known = max_known
+        self.name = name or type(inner).__name__
+        self._known: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._queries: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+        self.max_queries = 64
+        self._lock = threading.Lock()
+
+    def remember(self, texts: Sequence[str], vectors: Sequence[Any]) -> None:
+        """Keep vectors this model made earlier (the store's), for later embed calls."""
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                self._known[text] = np.asarray(vector, dtype=np.float32)
+                self._known.move_to_end(text)
+            while len(self._known) > self.max_known:
+                self._known.popitem(last=False)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        with self._lock:
+            known = {i: self._known[t] for i, t in enumerate(texts) if t in self._known}
+        todo = [i for i in range(len(texts)) if i not in known]
+        fresh = self._call(self.inner.embed_documents, [texts[i] for i in todo]) if todo else []
+        out: list[list[float]] = [[] for _ in texts]
+        for i, stored in known.items():
+            out[i] = stored.tolist()
+        for i, made in zip(todo, fresh, strict=True):
+            out[i] = list(made)
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        """The question's vector; the last few are kept, since one run embeds its question
+        more than once (the answer cache, retrieval, grading)."""
+        with self._lock:
+            known = self._queries.get(text)
+            if known is not None:
+                self._queries.move_to_end(text)
+                return list(known)
+        vector = [float(x) for x in self._call(self.inner.embed_query, text)]
+        with self._lock:
+            self._queries[text] = tuple(vector)
+            while len(self._queries) > self.max_queries:
+                self._queries.popitem(last=False)
+        return vector
+
+    def _call(self, method: Callable[[Any], Any], arg: Any) -> Any:
+        try:
+            return method(arg)
+        except CragError:
+            raise
+        except Exception as exc:  # the model's server or runtime failed: say which model
+            msg = " ".join(str(exc).split())
+            if len(msg) > 200:
+                msg = msg[:197] + "..."
+            raise ProviderError(
+                f"embeddings {self.name!r} failed: {type(exc).__name__}"
+                + (f": {msg}" if msg else "")
+            ) from exc
