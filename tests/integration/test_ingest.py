@@ -267,3 +267,36 @@ def test_chunks_carry_their_documents_date_and_kind(tmp_path: Path, ctx: Context
     # a chunk from a store ingested before dates were read is undated, not an error
     old = hit_to_passage({"id": "y", "text": "t", "metadata": {"source": "a.pdf"}}, "library")
     assert "date" not in old and "kind" not in old
+
+
+def test_an_unchanged_re_ingest_trusts_the_manifest_only_while_nothing_was_written(
+    library: Path, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crag.retrieval.integrity import unseal
+
+    first = ingest_path(ctx, library, embeddings=FakeEmbeddings())
+    assert first.exit_code == 0 and (ctx.store.home / "chroma.ingested.json").is_file()
+    chunks = {f.source: f.chunks for f in first.files}
+
+    def no_store(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the store was opened")
+
+    # nothing changed: every file is reported unchanged, with its chunks, from the manifest
+    with monkeypatch.context() as patched:
+        patched.setattr(indexer, "open_client", no_store)
+        again = ingest_path(ctx, library, embeddings=FakeEmbeddings())
+    assert {f.source: (f.status, f.chunks) for f in again.files} == {
+        s: ("unchanged", n) for s, n in chunks.items()
+    }
+    # a changed file, a write the manifest did not see, or a touched index: the store decides
+    (library / "a.md").write_text(_doc(TOPICS[5]), encoding="utf-8")
+    changed = ingest_path(ctx, library, embeddings=FakeEmbeddings())
+    assert [f.source for f in changed.files if f.status != "unchanged"] == ["a.md"]
+    unseal(open_client(ctx), ctx.store.collection)  # as an ingest does before it writes
+    with monkeypatch.context() as patched:
+        patched.setattr(indexer, "open_client", no_store)
+        with pytest.raises(AssertionError, match="the store was opened"):
+            ingest_path(ctx, library, embeddings=FakeEmbeddings())
+    assert ingest_path(ctx, library, embeddings=FakeEmbeddings()).files_unchanged == len(chunks)
+    # the chunks the manifest vouches for are the store's
+    assert len(_rows(ctx)) == sum(f.chunks for f in changed.files)

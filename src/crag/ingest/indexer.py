@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +36,7 @@ from crag.context import DEFAULT_TENANT, Context
 from crag.errors import CragError, DamagedStore, IngestError, StoreError
 from crag.filelock import LockBusy, exclusive
 from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
-from crag.ingest.discovery import discover
+from crag.ingest.discovery import Discovery, discover
 from crag.ingest.loaders import (
     LoadedDocument,
     LoadError,
@@ -44,6 +44,7 @@ from crag.ingest.loaders import (
     read_bytes,
     sha256_hex,
 )
+from crag.ingest.stored import Stored, file_version, manifest_chunks, scan, write_manifest
 from crag.ingest.summary import FileReport, IngestSummary
 from crag.retrieval.clients import (
     TENANT_KEY,
@@ -59,7 +60,6 @@ from crag.retrieval.library import (
     adopt_untagged,
     delete,
     embeddings_for,
-    iter_records,
     mark_changed,
     vectors_by,
     write,
@@ -80,14 +80,9 @@ EventHandler = Callable[[Event], None]
 #: Chunks embedded and written per Chroma call: small enough for smooth progress
 #: and little lost work on a crash, large enough to keep the model busy.
 BATCH_SIZE = 64
-_SCAN_PAGE = 5000
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-
-def file_version(file_hash: str, chunker: str) -> str:
-    return sha256_hex(f"{file_hash}\n{chunker}")[:20]
 
 
 def chunk_id(source: str, version: str, index: int, tenant: str = DEFAULT_TENANT) -> str:
@@ -102,37 +97,6 @@ def chunk_id(source: str, version: str, index: int, tenant: str = DEFAULT_TENANT
 def _batched(items: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), n):
         yield items[start : start + n]
-
-
-@dataclass
-class _Stored:
-    """What the collection holds for one source: id → (version, chunks of that version)."""
-
-    ids: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-    def version_ids(self, version: str) -> set[str]:
-        return {i for i, (v, _) in self.ids.items() if v == version}
-
-    def is_complete(self, version: str) -> bool:
-        rows = [n for v, n in self.ids.values() if v == version]
-        return bool(rows) and len(rows) == rows[0] and all(n == rows[0] for n in rows)
-
-    def complete_versions(self) -> set[str]:
-        return {v for v, _ in self.ids.values() if self.is_complete(v)}
-
-
-def _scan(collection: Collection, tenant: str) -> dict[str, _Stored]:
-    """Every chunk's source and version, read once per run (metadata only, paged): the
-    tenant's chunks only, so that no other tenant's file is replaced or pruned."""
-    stored: dict[str, _Stored] = {}
-    for record in iter_records(collection, page=_SCAN_PAGE, where={TENANT_KEY: tenant}):
-        entry = stored.setdefault(str(record.metadata.get("source", "")), _Stored())
-        count = record.metadata.get("chunks", 0)
-        entry.ids[record.id] = (
-            str(record.metadata.get("version", "")),
-            count if isinstance(count, int) else 0,
-        )
-    return stored
 
 
 @contextlib.contextmanager
@@ -195,6 +159,7 @@ class Ingestor:
             root="", collection=self.collection_name, tenant=ctx.store.tenant
         )
         self._marked = False
+        self._complete: dict[str, tuple[str, int]] = {}  # source: (version, chunks)
         self._client: ClientAPI | None = None
 
     # -- plumbing --
@@ -237,12 +202,14 @@ class Ingestor:
             open_client(self.ctx)  # a server that does not answer: before HOME is touched
         try:
             with _home_lock(self.ctx):
+                if self._untouched(found):
+                    return summary
                 self._client = client = self._open()
                 collection = get_collection(
                     client, self.collection_name, create=True, embeddings=self.ctx.models.embeddings
                 )
                 self._adopt(client, collection)
-                stored = _scan(collection, self.ctx.store.tenant)
+                stored = scan(collection, self.ctx.store.tenant)
                 self._emit(
                     "start",
                     root=str(found.root),
@@ -258,7 +225,7 @@ class Ingestor:
                     self._emit("file", index=index, source=source)
                     try:
                         report = self._ingest_file(
-                            collection, file, source, stored.get(source, _Stored()), index
+                            collection, file, source, stored.get(source, Stored()), index
                         )
                     except _Fatal as exc:
                         log.debug("the run stopped at %s", source, exc_info=exc.__cause__)
@@ -270,6 +237,8 @@ class Ingestor:
                 if self.prune and summary.error is None:
                     self._prune(collection, stored, {found.source(f) for f in found.files})
                 self._seal(client, collection)
+                if summary.error is None and not self.ctx.store.chroma_url:
+                    write_manifest(self.ctx, self.collection_name, self._complete)
         except KeyboardInterrupt:
             summary.interrupted = True
             raise
@@ -277,6 +246,28 @@ class Ingestor:
             summary.seconds = time.perf_counter() - start
             self._emit("done", summary=summary.to_dict())
         return summary
+
+    def _untouched(self, found: Discovery) -> bool:
+        """Every file as the last complete ingest left it, and nothing written since
+        (`crag.ingest.stored`): reported so without opening Chroma."""
+        if self.rebuild or self.prune or self.ctx.store.chroma_url or found.errors:
+            return False
+        try:
+            hashes = {found.source(f): sha256_hex(read_bytes(f)) for f in found.files}
+        except LoadError:
+            return False
+        versions = {s: file_version(h, self.chunker) for s, h in hashes.items()}
+        chunks = manifest_chunks(self.ctx, self.collection_name, versions)
+        if chunks is None:
+            return False
+        self._emit(
+            "start", root=str(found.root), collection=self.collection_name, files=len(hashes)
+        )
+        for index, source in enumerate(versions):
+            report = FileReport(source=source, status="unchanged", chunks=chunks[source])
+            self.summary.files.append(report)
+            self._emit("file_done", index=index, **asdict(report))
+        return True
 
     def _open(self) -> ClientAPI:
         """The store's client; for a rebuild, after the collection was dropped (and a store
@@ -321,7 +312,7 @@ class Ingestor:
             )
 
     def _ingest_file(
-        self, collection: Collection, file: Path, source: str, stored: _Stored, index: int
+        self, collection: Collection, file: Path, source: str, stored: Stored, index: int
     ) -> FileReport:
         started = time.perf_counter()
         report = FileReport(source=source, status="failed")
@@ -334,6 +325,7 @@ class Ingestor:
                 self._delete(collection, stale)
                 report.status, report.deleted = "unchanged", len(stale)
                 report.chunks = len(stored.version_ids(version))
+                self._complete[source] = (version, report.chunks)
                 return report
             doc = load_document(file, data)
             chunks = chunk_pages(
@@ -400,6 +392,7 @@ class Ingestor:
         report.deleted = len(old)
         report.status = "updated" if had_complete else ("resumed" if present else "indexed")
         report.seconds = time.perf_counter() - started
+        self._complete[source] = (version, len(chunks))
         return report
 
     def _vectors(self, collection: Collection, chunks: list[Chunk]) -> tuple[list[Any], int]:
@@ -422,7 +415,7 @@ class Ingestor:
             known.update(zip(missing, vectors, strict=True))
         return [known[h] for h in hashes], len(missing)
 
-    def _prune(self, collection: Collection, stored: dict[str, _Stored], present: set[str]) -> None:
+    def _prune(self, collection: Collection, stored: dict[str, Stored], present: set[str]) -> None:
         gone = sorted(s for s in stored if s not in present)
         for source in gone:
             ids = sorted(stored[source].ids)

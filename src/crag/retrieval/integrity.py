@@ -376,3 +376,18 @@ def unseal(client: ClientAPI, name: str) -> None:
     seals = _read_seals(store)
     if seals.pop(name, None) is not None:
         _write_seals(store, seals)
+
+
+def intact_seal(store: Path, name: str) -> dict[str, Any] | None:
+    """The seal of collection `name` if its index files are as sealed (sizes and dates):
+    then no ingest has written to it since (every write unseals first) and nothing has
+    touched its index. None otherwise."""
+    entry = _read_seals(store).get(name)
+    if not isinstance(entry, dict) or not _UUID.fullmatch(str(entry.get("segment"))):
+        return None
+    files = _sealed_files(entry) or {}
+    folder = store / str(entry["segment"])
+    if not (folder / _PERSISTED_MARK).is_file():  # not persisted yet: Chroma loads nothing
+        return None if files else entry
+    sealed = tuple((f, *files[f][:2]) for f in _INDEX_FILES if f in files)
+    return entry if _signature(folder) == sealed else None
