@@ -202,7 +202,7 @@ def clean_question(question: Any, max_chars: int) -> str:
 
 
 class State(InputState, total=False):
-    tenant: str  # whose library answered (Context.tenant)
+    tenant: str  # whose library answered (the `tenant` knob)
     cached: bool  # the answer came from the tenant's answer cache
     served: dict[
         str, Any

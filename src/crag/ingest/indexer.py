@@ -11,7 +11,7 @@ crash never loses a file: it leaves at most an extra partial version, which the
 next run completes (embedding only the missing chunks) and then swaps in. Chunk
 ids are derived from (source, version, index), so re-writing is idempotent.
 
-Each run works on one tenant's files (`Context.tenant`): it reads, replaces and
+Each run works on one tenant's files (the `tenant` knob): it reads, replaces and
 prunes only chunks carrying that tenant, and other tenants' chunks in the same
 collection are never touched (a rebuild excepted: it drops the whole collection).
 

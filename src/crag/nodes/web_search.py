@@ -1,4 +1,4 @@
-"""web_search: the sources of `Context.sources` are asked in order (a database, the
+"""web_search: the sources of `search.sources` are asked in order (a database, the
 external source), until every open target (the question, or the parts the library
 did not cover) has a result scoring at or above `upper`. A source that fails is
 recorded and the next one asked; no failure is fatal, and each source runs once.

@@ -1,4 +1,4 @@
-"""External knowledge sources for the web path, chosen by `Context.external`.
+"""External knowledge sources for the web path, chosen by the `external` knob (group `search`).
 
 Each result is its own `Passage` with a URL or file to cite, never one joined blob.
 Failures raise `SearchError`; the web_search node records them and the run goes on.
