@@ -462,9 +462,10 @@ class Context:
 def knob_named(key: str) -> Knob:
     """The knob a flat name (`upper`) or a `group.field` name (`grading.upper`) means."""
     group, dot, attr = key.strip().rpartition(".")
-    found = KNOBS.get(key.strip()) if not dot else None
     if dot:
         found = next((k for k in KNOBS.values() if (k.group, k.attr) == (group, attr)), None)
+    else:
+        found = KNOBS.get(attr)
     if found is None:
         raise ValueError(f"unknown knob {key!r}: `crag config` lists them")
     return found

@@ -61,10 +61,10 @@ def knob_table(groups: Mapping[str, type]) -> dict[str, Knob]:
     for group, cls in groups.items():
         hints = typing.get_type_hints(cls, localns={"Path": Path})
         for f in fields(cls):
-            name = f.metadata["knob"] or f.name
-            assert name not in table, f"knob {name!r} is in two groups"
-            assert f.metadata["check"] in (None, *CHECKS), f.metadata["check"]
             meta = f.metadata
+            name = meta["knob"] or f.name
+            assert name not in table, f"knob {name!r} is in two groups"
+            assert meta["check"] in (None, *CHECKS), meta["check"]
             table[name] = Knob(
                 name, group, f.name, hints[f.name], meta["description"], _default(f), meta["check"]
             )

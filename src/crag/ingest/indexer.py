@@ -44,7 +44,7 @@ from crag.ingest.loaders import (
     read_bytes,
     sha256_hex,
 )
-from crag.ingest.stored import Stored, file_version, manifest_chunks, scan, write_manifest
+from crag.ingest.stored import Stored, file_version, scan, trusted_manifest, write_manifest
 from crag.ingest.summary import FileReport, IngestSummary
 from crag.retrieval.clients import (
     TENANT_KEY,
@@ -252,19 +252,25 @@ class Ingestor:
         (`crag.ingest.stored`): reported so without opening Chroma."""
         if self.rebuild or self.prune or self.ctx.store.chroma_url or found.errors:
             return False
-        try:
-            hashes = {found.source(f): sha256_hex(read_bytes(f)) for f in found.files}
-        except LoadError:
+        left = trusted_manifest(self.ctx, self.collection_name)
+        if left is None:
             return False
-        versions = {s: file_version(h, self.chunker) for s, h in hashes.items()}
-        chunks = manifest_chunks(self.ctx, self.collection_name, versions)
-        if chunks is None:
-            return False
+        chunks = {}
+        for file in found.files:  # the first changed file ends the check
+            source = found.source(file)
+            try:
+                version = file_version(sha256_hex(read_bytes(file)), self.chunker)
+            except LoadError:
+                return False
+            if left.get(source, ("", 0))[0] != version:
+                return False
+            chunks[source] = left[source][1]
         self._emit(
-            "start", root=str(found.root), collection=self.collection_name, files=len(hashes)
+            "start", root=str(found.root), collection=self.collection_name, files=len(chunks)
         )
-        for index, source in enumerate(versions):
-            report = FileReport(source=source, status="unchanged", chunks=chunks[source])
+        for index, (source, n) in enumerate(chunks.items()):
+            self._emit("file", index=index, source=source)
+            report = FileReport(source=source, status="unchanged", chunks=n)
             self.summary.files.append(report)
             self._emit("file_done", index=index, **asdict(report))
         return True

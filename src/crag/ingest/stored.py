@@ -89,11 +89,10 @@ def _read(ctx: Context) -> dict[str, Any]:
     return data if isinstance(data, dict) and data.get("version") == _VERSION else {}
 
 
-def manifest_chunks(
-    ctx: Context, collection: str, versions: dict[str, str]
-) -> dict[str, int] | None:
-    """Each file's chunk count, if every file (by source: version) is as the last complete
-    ingest of this collection and tenant left it and nothing has written since; else None."""
+def trusted_manifest(ctx: Context, collection: str) -> dict[str, tuple[str, int]] | None:
+    """What the last complete ingest of this collection and tenant left (source: version
+    and chunk count), if nothing has written to the collection since; else None. Checked
+    before any file is read, so a run the manifest cannot spare reads each file once."""
     entry = _read(ctx).get("collections", {}).get(collection, {}).get(ctx.store.tenant)
     if not isinstance(entry, dict) or entry.get("embeddings") != ctx.models.embeddings:
         return None
@@ -104,13 +103,10 @@ def manifest_chunks(
     files = entry.get("files")
     if not isinstance(files, dict):
         return None
-    chunks = {}
-    for source, version in versions.items():
-        kept = files.get(source)
-        if not (isinstance(kept, list) and len(kept) == 2 and kept[0] == version):
-            return None
-        chunks[source] = int(kept[1])
-    return chunks
+    try:
+        return {str(s): (str(v[0]), int(v[1])) for s, v in files.items()}
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def write_manifest(ctx: Context, collection: str, files: dict[str, tuple[str, int]]) -> None:

@@ -165,7 +165,7 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
 @recorded
 async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    if served := state.get("served"):  # the cached answer's verdict, graded when cached
+    if served := state.get("served"):  # a cached answer: its verdict is passed on
         verdict, grader = served["verdict"], served.get("grader", "")
         return {
             "verdict": verdict,
