@@ -117,3 +117,22 @@ def test_a_name_made_of_everyday_words_is_specific_where_it_is_capitalised() -> 
 def test_a_capitalised_name_the_library_never_mentions_is_missing(library: Context) -> None:
     question = "How is the Nebula Ultra network trained? What does a Perceptron compute?"
     assert missing_terms(library, "books", specific_terms(question)) == ["Nebula", "Ultra"]
+
+
+def test_a_misspelt_everyday_word_names_nothing() -> None:
+    # one typing slip from an everyday word: a letter dropped, swapped, changed, added
+    for slip in ("enviroment", "recieve", "seperate", "algorithmn"):
+        assert specific_terms(f"how do i {slip} this for my project") == [], slip
+    # names stay names: capitalised, with digits, short, or no slip from a word
+    assert specific_terms("How do I train XGBoost on word2vec features with nginx?") == [
+        "XGBoost",
+        "word2vec",
+        "nginx",
+    ]
+
+
+def test_a_descriptive_compound_is_checked_by_the_thing_it_names(library: Context) -> None:
+    question = "Will my CPU-heavy or GPU-accelerated code run faster? Is Elastic-Net better?"
+    assert specific_terms(question) == ["CPU", "GPU", "Elastic-Net"]
+    # the books never write "CPU-heavy"; they do name the CPU and the GPU
+    assert missing_terms(library, "books", ["CPU-heavy", "CPU", "GPU"]) == ["CPU-heavy"]

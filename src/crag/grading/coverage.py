@@ -20,16 +20,15 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from crag.context import Context
 from crag.retrieval.library_index import missing_terms
-from crag.text import STOPWORDS, normalize, split_sentences, terms
-
-if TYPE_CHECKING:
-    pass
+from crag.text import STOPWORDS, normalize, split_sentences, terms, word_forms
 
 _TOKENIZER = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
+#: Shorter words are too often another word one letter away ("attrs", "click").
+_MIN_SLIP_LENGTH = 7
+_ACRONYM = re.compile(r"[A-Z][A-Z0-9]{1,5}")
 
 
 def key_terms(question: str) -> list[str]:
@@ -70,14 +69,42 @@ async def coverage_gaps(question: str, ctx: Context) -> list[str]:
     return await asyncio.to_thread(_gaps, question, ctx)
 
 
+def misspelt(term: str) -> bool:
+    """A lower-case word one typing slip (a letter dropped, added, changed or two
+    swapped) from an everyday word: "enviroment" is "environment", not a name."""
+    word = term.lower()
+    if term != word or not word.isalpha() or len(word) < _MIN_SLIP_LENGTH:
+        return False
+    common = _common_words()
+    if any(form in common for form in word_forms(word)):
+        return False
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    cuts = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    near = {a + b[1:] for a, b in cuts if b}
+    near |= {a + b[1] + b[0] + b[2:] for a, b in cuts if len(b) > 1}
+    near |= {a + c + b[1:] for a, b in cuts if b for c in letters}
+    near |= {a + c + b for a, b in cuts for c in letters}
+    return any(form in common for w in near - {word} for form in word_forms(w))
+
+
+def head_of(term: str) -> str:
+    """The thing a descriptive compound names: "CPU-heavy" and "GPU-accelerated" speak of
+    a CPU and a GPU (an acronym with an everyday word after it); other terms as they are."""
+    head, dash, tail = term.rpartition("-")
+    if dash and _ACRONYM.fullmatch(head) and tail.islower() and tail in _common_words():
+        return head
+    return term
+
+
 def specific_terms(question: str) -> list[str]:
     """The question's terms that name something: specific in themselves (`is_specific`),
     or capitalised inside a sentence, as English writes a name made of everyday words
-    ("the Nebula Ultra plan", "the Super Bowl")."""
+    ("the Nebula Ultra plan", "the Super Bowl"). A misspelt everyday word names nothing."""
     named: set[str] = set()
     for sentence in split_sentences(normalize(question)):
         named.update(w.strip(".,;:!?'’\"()") for w in sentence.split()[1:] if w[:1].isupper())
-    return [t for t in key_terms(question) if is_specific(t) or t in named]
+    found = [head_of(t) for t in key_terms(question) if is_specific(t) or t in named]
+    return list(dict.fromkeys(t for t in found if not misspelt(t)))
 
 
 def _gaps(question: str, ctx: Context) -> list[str]:
