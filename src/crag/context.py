@@ -119,7 +119,7 @@ class Retrieval:
         5, "Chunks graded and refined per question: the best of `candidates`.", check="count"
     )
     candidates: int = knob(
-        5,
+        10,
         "Chunks retrieved and scored per question; the best `k` of them are graded and "
         "refined (more than k: the grader reranks a deeper set).",
         check="count",
@@ -150,9 +150,16 @@ class Grading:
         "A grader saved by `crag train-grader` (grader.json) to grade with instead of the one "
         "in HOME/grader (e.g. one trained on another library).",
     )
-    upper: float = knob(0.55, "Verdict `correct` if any document scores >= upper.", check="share")
+    strip_weight: float = knob(
+        0.5,
+        "Similarity: weight of a passage's best strip in its score (0: the whole passage's "
+        "cosine; 1: the better of the two), so a long chunk that answers in one sentence "
+        "is not averaged away.",
+        check="share",
+    )
+    upper: float = knob(0.65, "Verdict `correct` if any document scores >= upper.", check="share")
     lower: float = knob(
-        0.55,
+        0.60,
         "Verdict `incorrect` if every document scores < lower; good documents score >= lower.",
         check="share",
     )

@@ -130,10 +130,11 @@ async def evaluate(
             "name": ctx.grading.grader,
             **grader_metrics(scores, labels, cuts, pair_sources),
         }
-        if ctx.grading.grader != "similarity":  # what plain similarity gives on the same pairs
+        plain = ctx.with_overrides(grader="similarity", strip_weight=0.0)
+        if plain.grading != ctx.grading:  # what plain cosine gives on the same pairs
             similar = await score_pairs(
                 pairs,
-                ctx.with_overrides(grader="similarity"),
+                plain,
                 Bar(len(pairs), "pairs sim ", quiet=True),
                 [searched_in_library(s) for s in pair_sources],
             )

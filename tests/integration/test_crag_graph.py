@@ -405,16 +405,14 @@ def test_json_summary_is_serialisable(dev_home: Path) -> None:
 def test_a_deeper_candidate_set_is_scored_and_cut_to_the_best_k(dev_home: Path) -> None:
     import asyncio
 
-    from crag.grading.similarity import SimilarityGrader
-    from crag.models.embeddings import embeddings_for
+    from crag.grading.registry import make_grader
     from crag.retrieval.library import retrieve
 
     ctx = Context(home=dev_home, grader="similarity", candidates=12, k=3)
     result = run(BIAS_VARIANCE, dev_home, grader="similarity", candidates=12, k=3)
     hits = retrieve(ctx, "books", result["state"]["question"], 12)
-    scores = asyncio.run(
-        SimilarityGrader(embeddings_for(ctx)).ascore(BIAS_VARIANCE, [h["text"] for h in hits])
-    )
+    grader = make_grader(ctx, library=True)
+    scores = asyncio.run(grader.ascore(BIAS_VARIANCE, [h["text"] for h in hits]))
     best = sorted(zip(scores, (h["id"] for h in hits), strict=True), reverse=True)[:3]
     graded = result["state"]["docs"][:3]
     assert [d["id"] for d in graded] == [i for _, i in best]

@@ -17,15 +17,10 @@ FACTOIDS = [
         "USD 110",
         "03_lumen_billing_refunds.pdf",
     ),
-    pytest.param(
+    (  # scored by its best strip: the whole page, about refunds in general, scores 0.50
         "Within how many business days are approved refunds paid?",
         "10 business days",
         "03_lumen_billing_refunds.pdf",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="known miss of similarity grading, the default: the refunds page scores "
-            "0.50, under `upper` (docs/evaluation.md)",
-        ),
     ),
     (
         "How many times is a failed webhook delivery retried?",

@@ -42,13 +42,12 @@ def _auto(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrade
     "offline", "the trained grader if `crag train-grader` saved one, else embedding similarity"
 )
 def _offline(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    from crag.grading.similarity import SimilarityGrader
     from crag.grading.trained import load_trained_grader
 
     # Held out by library, plain similarity decides better than the feature grader with
     # weights fitted on another library (docs/evaluation.md): it has nothing to fit.
     trained = load_trained_grader(ctx, embeddings, library=library)
-    return trained or SimilarityGrader(embeddings)
+    return trained or _similarity(ctx, embeddings, library)
 
 
 @GRADERS.register("features", "crag's built-in feature evaluator, no LLM")
@@ -71,7 +70,7 @@ def _trained(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGr
 def _similarity(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     from crag.grading.similarity import SimilarityGrader
 
-    return SimilarityGrader(embeddings)
+    return SimilarityGrader(embeddings, ctx.grading.strip_weight, ctx.refinement.strip_sentences)
 
 
 @GRADERS.register("judge", "the LLM judge (judge_model) on every document")
