@@ -79,6 +79,8 @@ ANSWER_KNOBS = tuple(
         "grader",
         "judge_model",
         "k",
+        "candidates",
+        "strip_weight",
         "upper",
         "lower",
         "coverage_check",

@@ -145,6 +145,8 @@ def test_settings_that_change_answers_do_not_share_entries(home: Path) -> None:
     ask(ANNUAL, context=_ctx(home))
     assert not ask(ANNUAL, context=_ctx(home, k=3))["cached"]
     assert not ask(ANNUAL, context=_ctx(home, strip_threshold=0.3))["cached"]
+    assert not ask(ANNUAL, context=_ctx(home, candidates=8))["cached"]
+    assert not ask(ANNUAL, context=_ctx(home, strip_weight=0.0))["cached"]
     # the external source is not among them: a `correct` verdict never searches
     assert ask(ANNUAL, context=_ctx(home).with_overrides(external="local"))["cached"]
 

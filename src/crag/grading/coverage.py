@@ -19,6 +19,7 @@ import asyncio
 import functools
 import json
 import re
+import string
 from pathlib import Path
 
 from crag.context import Context
@@ -78,7 +79,7 @@ def misspelt(term: str) -> bool:
     common = _common_words()
     if any(form in common for form in word_forms(word)):
         return False
-    letters = "abcdefghijklmnopqrstuvwxyz"
+    letters = string.ascii_lowercase
     cuts = [(word[:i], word[i:]) for i in range(len(word) + 1)]
     near = {a + b[1:] for a, b in cuts if b}
     near |= {a + b[1] + b[0] + b[2:] for a, b in cuts if len(b) > 1}
