@@ -37,9 +37,11 @@ from crag.api import aask, ask, summary
 from crag.cli.main import main
 from crag.context import Context
 from crag.ingest import indexer
+from crag.ingest.discovery import discover
 from crag.ingest.indexer import Ingestor, ingest_path
 from crag.retrieval.clients import get_collection, open_client
 from crag.retrieval.library import iter_records
+from crag.retrieval.strip_vectors import strip_texts
 
 TOPICS = ("dropout", "attention", "convolution", "recurrence")
 #: A question the small library cannot answer: verdict incorrect, so the web path runs.
@@ -406,7 +408,15 @@ def test_an_interrupted_ingest_resumes_without_duplicates(
     with tried(tally, "fault", "Ctrl-C (KeyboardInterrupt) mid-ingest"):
         library = write_library(tmp_path / "lib")
         clean = _clean(library, tmp_path / "clean")
-        cli_embedder(FakeEmbeddings(fail_after=5, error=KeyboardInterrupt()))
+        # stopped in the first file's second batch (of 2 chunks): its first one written
+        first = sorted(
+            (r["meta"]["chunk"], r["text"])
+            for r in clean.values()
+            if r["meta"]["source"] == discover(library).source(discover(library).files[0])
+        )
+        batch = [t for _, t in first[:2]]
+        one_batch = len(batch) + sum(len(strip_texts(t, 2)) for t in batch)
+        cli_embedder(FakeEmbeddings(fail_after=one_batch + 1, error=KeyboardInterrupt()))
         code, summary_, _ = _ingest(capsys, library, tmp_path / "home")
         assert code == 130 and summary_["interrupted"] is True
         partial = stored(tmp_path / "home")
@@ -417,7 +427,9 @@ def test_an_interrupted_ingest_resumes_without_duplicates(
         code, summary_, _ = _ingest(capsys, library, tmp_path / "home")
         assert code == 0 and "resumed" in {f["status"] for f in summary_["files"]}
         assert stored(tmp_path / "home") == clean  # nothing missing, nothing twice
-        assert resumed.texts == len(clean) - len(partial)  # only the missing chunks
+        missing = [r["text"] for cid, r in clean.items() if cid not in partial]
+        strips = sum(len(strip_texts(t, Context().refinement.strip_sentences)) for t in missing)
+        assert resumed.texts == len(missing) + strips  # only the missing chunks, and strips
         code, summary_, _ = _ingest(capsys, library, tmp_path / "home")
         assert summary_["files_unchanged"] == len(TOPICS)
 

@@ -32,6 +32,7 @@ from crag.retrieval.clients import (
     open_client,
 )
 from crag.retrieval.store_errors import guard, rebuild_hint
+from crag.retrieval.strip_vectors import STRIPS_KEY, stored_strips
 
 if TYPE_CHECKING:
     from crag.models.remembering import Remembering
@@ -107,11 +108,16 @@ def retrieve(
         # The grader will score these chunks next: spare it re-running the model.
         embedder.remember([docs[i] or "" for i in mine], [vectors[0][i] for i in mine])
     order = sorted(mine, key=lambda i: (dists[i], ids[i]))[:k]
+    strips, strip_vectors = stored_strips(
+        [docs[i] or "" for i in order], [metas[i] for i in order], ctx.refinement.strip_sentences
+    )
+    if strips:  # and their strips, which grading and refinement score
+        embedder.remember(strips, strip_vectors)
     return [
         {
             "id": ids[i],
             "text": docs[i] or "",
-            "metadata": dict(metas[i] or {}),
+            "metadata": {k: v for k, v in (metas[i] or {}).items() if k != STRIPS_KEY},
             "similarity": to_similarity(dists[i]),
         }
         for i in order
@@ -193,11 +199,11 @@ def delete(collection: Collection, ids: Sequence[str]) -> None:
 
 def vectors_by(
     collection: Collection, key: str, values: Sequence[str], tenant: str
-) -> dict[str, list[float]]:
-    """The stored vector of one of `tenant`'s chunks per metadata value `key` (e.g. a
-    content hash). Only the tenant's own: a vector reused from another tenant's chunk
-    would tell (in an ingest's counts) that the other tenant holds the same text."""
-    known: dict[str, list[float]] = {}
+) -> dict[str, tuple[list[float], dict[str, Any]]]:
+    """The stored vector and metadata of one of `tenant`'s chunks per metadata value `key`
+    (e.g. a content hash). Only the tenant's own: a vector reused from another tenant's
+    chunk would tell (in an ingest's counts) that the other tenant holds the same text."""
+    known: dict[str, tuple[list[float], dict[str, Any]]] = {}
     for start in range(0, len(values), _IN_BATCH):
         batch = list(values[start : start + _IN_BATCH])
         where: Any = {"$and": [{key: {"$in": batch}}, {TENANT_KEY: tenant}]}
@@ -208,7 +214,7 @@ def vectors_by(
             continue
         for meta, vector in zip(got.get("metadatas") or [], embeddings, strict=False):
             if meta and meta.get(key) not in known:
-                known[str(meta[key])] = [float(x) for x in vector]
+                known[str(meta[key])] = ([float(x) for x in vector], dict(meta))
     return known
 
 
