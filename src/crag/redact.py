@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,12 +170,12 @@ def secret_values() -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
-def scrub(text: str, *, shapes: bool = True) -> str:
+def scrub(text: str, *, shapes: bool = True, secrets: Sequence[str] | None = None) -> str:
     """`text` without the machine's secrets: the values of its secret environment
-    variables and (with `shapes`) anything shaped like an API key or token. For what
-    crag writes itself (errors, logs, the state); a server's error message may quote the
-    key it was sent."""
-    for value in secret_values():
+    variables (`secrets`, read from the environment unless given) and (with `shapes`)
+    anything shaped like an API key or token. For what crag writes itself (errors, logs,
+    the state); a server's error message may quote the key it was sent."""
+    for value in secret_values() if secrets is None else secrets:
         if value in text:
             text = text.replace(value, "[secret]")
     if shapes:

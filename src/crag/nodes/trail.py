@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from crag.context import Context, context_from
-from crag.redact import collecting, scrub
+from crag.redact import collecting, scrub, secret_values
 from crag.state import State, Step
 
 
@@ -43,14 +43,17 @@ def with_masked(update: dict[str, Any], kinds: list[str]) -> dict[str, Any]:
     return {**update, "redacted": list(dict.fromkeys([*(said or []), *kinds]))}
 
 
-def scrubbed(value: Any) -> Any:
-    """A state value without the machine's secrets (see `crag.redact.scrub`)."""
+def scrubbed(value: Any, secrets: Sequence[str] | None = None) -> Any:
+    """A state value without the machine's secrets (see `crag.redact.scrub`); the
+    environment is read once per value, not once per string in it."""
+    if secrets is None:
+        secrets = secret_values()
     if isinstance(value, str):
-        return scrub(value, shapes=False)
+        return scrub(value, shapes=False, secrets=secrets)
     if isinstance(value, list):
-        return [scrubbed(v) for v in value]
+        return [scrubbed(v, secrets) for v in value]
     if isinstance(value, dict):
-        return {k: scrubbed(v) for k, v in value.items()}
+        return {k: scrubbed(v, secrets) for k, v in value.items()}
     return value
 
 
@@ -66,7 +69,8 @@ def recorded(fn: NodeBody) -> Node:
         start = time.perf_counter()
         with collecting() as kinds:
             update = with_masked(await fn(state, runtime), kinds)
-        update = {k: v if k == "messages" else scrubbed(v) for k, v in update.items()}
+        secrets = secret_values()
+        update = {k: v if k == "messages" else scrubbed(v, secrets) for k, v in update.items()}
         for name in _FROM_ERRORS:
             if isinstance(update.get(name), str):
                 update[name] = scrub(update[name])
