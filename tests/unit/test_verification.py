@@ -279,6 +279,13 @@ def test_another_quarter_is_declined_saying_what_was_found() -> None:
         "What was the revenue in Q3 2024?", "Revenue in the third quarter of 2024 was $4M."
     )
     assert right["answered"] is True
+    # the quarter and the year asked must be one period: a Q3 of another year and a
+    # figure of another quarter of this year do not add up to it
+    mixed = answer(
+        "What was the revenue in Q3 2024?",
+        "Revenue in Q1 2024 was $3M. It had been $2M in Q3 2023.",
+    )
+    assert mixed["answered"] is False and mixed["decline_reason"] == "constraints unmet"
 
 
 def test_a_name_the_sources_know_but_the_passage_does_not_state_is_weak_evidence(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from crag.dates import DATE_PATTERNS, YEAR, dates_in
 from crag.grading.coverage import is_specific, key_terms
-from crag.text import MONTHS, STOPWORDS, folded_words, normalize
+from crag.text import MONTHS, STOPWORDS, folded_words, normalize, split_sentences
 
 # "1.5", "3.11.2", "v2", "version 3": numbers that name one release among others
 _VERSION = re.compile(
@@ -146,6 +146,7 @@ def check(
     joined = _words(context if context is not None else evidence)
     said = normalize(" ".join(evidence))
     low = said.lower()
+    years = [c.value for c in question_constraints if c.kind == "year"]
     result = Check()
     for c in question_constraints:
         if c.kind == "date":
@@ -162,7 +163,7 @@ def check(
         elif c.kind == "name":
             ok = named_in(c.value, joined)
         elif c.kind in ("quarter", "half"):
-            ok = c in periods(said)
+            ok = any(c in periods(part) for part in _of_the_year(said, years))
         elif c.kind == "version":
             # "1.5" is met by "1.5" or "1.5.2", not "1.50"; a bare "3" (asked as "version
             # 3" or "v3") only in a version's form, "3.0", "3.x", "v3", "version 3": any
@@ -193,6 +194,16 @@ def check(
             continue
         result.instead[c.value] = list(dict.fromkeys(v for v in others if v != c.value))
     return result
+
+
+def _of_the_year(text: str, years: Sequence[str]) -> list[str]:
+    """Where a quarter or half of the question's year may be read: a sentence that also
+    names that year ("Q4 2023"; not "Q1 2023 ... Q4 2021"), or the whole text when the
+    question asks no year."""
+    if not years:
+        return [text]
+    named = [re.compile(rf"(?<![\w.]){re.escape(y)}(?![\w]|\.\d)") for y in years]
+    return [s for s in split_sentences(text) if all(y.search(s) for y in named)]
 
 
 def _digits_apart(words: str) -> str:
