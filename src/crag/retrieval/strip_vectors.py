@@ -22,12 +22,17 @@ from crag.text import strips_of
 STRIPS_KEY = "strip_vectors"
 
 
+def _plain(text: str, sentences: int) -> list[str]:
+    return [s for s in dict.fromkeys(strips_of(text, sentences)) if s and s != text]
+
+
 def strip_texts(text: str, sentences: int) -> list[str]:
     """Every strip of `text` that a question may score, in a fixed order: the grader's
-    (of the chunk's text) and refinement's (of the text without directives). The chunk
-    itself is not among them: its vector is stored anyway."""
-    found = [*strips_of(text, sentences), *strips_of(without_directives(text), sentences)]
-    return [s for s in dict.fromkeys(found) if s and s != text]
+    (of the chunk's text), then those refinement reads that differ (of the text without
+    directives). The chunk itself is not among them: its vector is stored anyway."""
+    plain = _plain(text, sentences)
+    extra = strips_of(without_directives(text), sentences)
+    return [*plain, *(s for s in dict.fromkeys(extra) if s and s != text and s not in plain)]
 
 
 def encode(sentences: int, vectors: Sequence[Sequence[float]]) -> str:
@@ -88,8 +93,11 @@ def stored_strips(
     for text, meta in zip(texts, metas, strict=True):
         if not meta or STRIPS_KEY not in meta:
             continue
-        mine = strip_texts(text, sentences)
+        mine = _plain(text, sentences)  # most chunks give no orders: no more to read
         got = decode(meta[STRIPS_KEY], sentences, len(mine))
+        if got is None:
+            mine = strip_texts(text, sentences)
+            got = decode(meta[STRIPS_KEY], sentences, len(mine))
         if got is not None:
             strips.extend(mine)
             vectors.extend(got)
