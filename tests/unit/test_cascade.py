@@ -33,15 +33,28 @@ from crag.state import Passage
         ("What do AdaGrad and AdaBoost each do?", 2),
         ("What is a Kalman filter? How does PCA reduce dimensions?", 2),
         ("What is a Kalman filter and how does PCA reduce dimensions?", 2),
-        # one subject asked about again, or a follow-up that points back: one question
-        ("What is bag of words? How can we use it for text classification?", 0),
-        ("Why do we need prices? Are prices distributed normally?", 0),
+        # a follow-up that asks something new of the same subject: a part that carries it
+        ("What is bag of words? How can we use it for text classification?", 2),
+        ("Which port does the API use, and which setting in lumen.toml changes it?", 2),
+        ("Why do we need prices? Are prices distributed normally?", 2),
+        # one subject asked about again, or a follow-up that only points back: one question
+        ("What is backpropagation? How does it work? Why do we need it?", 0),
+        ("What is dropout? Is dropout a regulariser?", 0),
         ("What is the bias-variance trade-off?", 0),
         ("Who won the 2019 US Open?", 0),
     ],
 )
 def test_rule_decomposition_finds_the_parts_of_a_question(question: str, parts: int) -> None:
     assert len(rule_parts(question)) == parts
+
+
+def test_a_part_that_points_back_carries_what_it_points_at() -> None:
+    first, second = rule_parts(
+        "Which port does the Lumen API use, and which setting in lumen.toml changes it?"
+    )
+    assert first == "Which port does the Lumen API use"
+    assert second.startswith("which setting in lumen.toml changes it?")
+    assert {"port", "lumen", "api"} <= set(second.split("(")[1].rstrip(")").split())
 
 
 def test_a_comparison_gives_one_part_per_side_with_what_is_asked_of_each() -> None:

@@ -182,9 +182,11 @@ def rule_parts(question: str) -> list[str]:
     pieces = [p.strip() for p in re.split(r"(?<=\?)\s+", text) if p.strip()]
     if len(pieces) == 1:
         pieces = [p.strip(" ,") for p in _SECOND_QUESTION.split(text, maxsplit=MAX_PARTS - 1)]
-    # A piece that leans on the one before ("How is it used?") or asks again about the
-    # same thing ("... prices? Are prices normal?") goes on with it, unless it asks
-    # about another year, date or version: then it is a part, with the terms it leans on.
+    # A piece that leans on the one before ("How does it work?") or asks again about the
+    # same thing ("... dropout? Is dropout a regulariser?") goes on with it, unless it
+    # asks about another year, date or version, or asks something new of it (two words
+    # of its own: "..., and which setting changes it?"): then it is a part, with the
+    # terms it leans on, graded alone.
     # Each part's words and constraints grow with it, so no part is read again.
     parts: list[str] = []
     topics: list[set[str]] = []
@@ -196,7 +198,7 @@ def rule_parts(question: str) -> list[str]:
             parts.append(piece)
             topics.append(topic)
             asked.append(said)
-        elif said - asked[-1]:
+        elif said - asked[-1] or len(topic - topics[-1]) >= 2:
             part = carried(piece, parts[-1])
             parts.append(part)
             topics.append({w.lower() for w in _context_words(part)})
