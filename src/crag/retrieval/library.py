@@ -117,7 +117,7 @@ def retrieve(
         {
             "id": ids[i],
             "text": docs[i] or "",
-            "metadata": {k: v for k, v in (metas[i] or {}).items() if k != STRIPS_KEY},
+            "metadata": {key: v for key, v in (metas[i] or {}).items() if key != STRIPS_KEY},
             "similarity": to_similarity(dists[i]),
         }
         for i in order
