@@ -4,5 +4,7 @@
   reading and writing, tenants, hits as passages) over `clients` (clients,
   collections, their metadata keys), `integrity` (vector indexes checked before Chroma
   loads them) and `store_errors` (Chroma's failures as one line each);
+- `strip_vectors`: the vectors of a chunk's strips, kept in its metadata at ingest;
+- `library_index`: the library's words in any usual spelling, and its boilerplate;
 - `external`: the external sources of the web path, chosen by name.
 """
