@@ -228,7 +228,7 @@ class Refinement:
     refine: bool = knob(True, "Knowledge refinement on (off for ablation).")
     strip_sentences: int = knob(2, "Sentences per strip (1-3).")
     strip_threshold: float = knob(0.10, "Strips scoring below this are dropped.", check="share")
-    max_strips: int = knob(8, "At most this many strips kept.", check="count")
+    max_strips: int = knob(12, "At most this many strips kept.", check="count")
     dedup_threshold: float = knob(
         0.9,
         "Strips whose embeddings' cosine reaches this (and that state the same numbers and "
