@@ -415,7 +415,8 @@ def test_an_interrupted_ingest_resumes_without_duplicates(
             if r["meta"]["source"] == discover(library).source(discover(library).files[0])
         )
         batch = [t for _, t in first[:2]]
-        one_batch = len(batch) + sum(len(strip_texts(t, 2)) for t in batch)
+        sentences = Context().refinement.strip_sentences
+        one_batch = len(batch) + sum(len(strip_texts(t, sentences)) for t in batch)
         cli_embedder(FakeEmbeddings(fail_after=one_batch + 1, error=KeyboardInterrupt()))
         code, summary_, _ = _ingest(capsys, library, tmp_path / "home")
         assert code == 130 and summary_["interrupted"] is True

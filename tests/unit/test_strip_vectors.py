@@ -40,7 +40,8 @@ def test_round_trip_and_refusals() -> None:
     assert decode(value, 3, 3) is None  # made with another strip length
     assert decode(value, 2, 4) is None  # another number of strips
     assert decode("2:3:not base64!", 2, 3) is None
-    assert decode("2:3:AAA=", 2, 3) is None  # an odd number of bytes
+    assert decode("2:3:AAA=", 2, 3) is None  # one float16, not three vectors
+    assert decode("2:1:AA==", 2, 1) is None  # one byte: not a float16
     assert decode(None, 2, 3) is None
     empty = decode(encode(2, []), 2, 0)
     assert empty is not None and empty.size == 0

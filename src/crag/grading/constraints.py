@@ -186,7 +186,7 @@ def check(
             )
             ok = re.search(release, low) is not None
         else:
-            ok = re.search(rf"(?<![\w.]){re.escape(c.value)}(?![\w]|\.\d)", low) is not None
+            ok = _as_written(c.value).search(low) is not None
         (result.met if ok else result.unmet).append(c)
         if ok:
             continue
@@ -210,8 +210,14 @@ def _of_the_year(text: str, years: Sequence[str]) -> list[str]:
     question asks no year."""
     if not years:
         return [text]
-    named = [re.compile(rf"(?<![\w.]){re.escape(y)}(?![\w]|\.\d)") for y in years]
+    named = [_as_written(y) for y in years]
     return [s for s in split_sentences(text) if all(y.search(s) for y in named)]
+
+
+def _as_written(value: str) -> re.Pattern[str]:
+    """A year or number as a text writes it: whole, not inside a longer number or
+    version ("2023", not "12023" or "2023.1")."""
+    return re.compile(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)")
 
 
 def _digits_apart(words: str) -> str:

@@ -73,8 +73,8 @@ def recorded(fn: NodeBody) -> Node:
         update = {k: v if k == "messages" else scrubbed(v, secrets) for k, v in update.items()}
         for name in _FROM_ERRORS:
             if isinstance(update.get(name), str):
-                update[name] = scrub(update[name])
-        detail = scrub((update.get("path") or [{"detail": ""}])[0]["detail"])
+                update[name] = scrub(update[name], secrets=secrets)
+        detail = scrub((update.get("path") or [{"detail": ""}])[0]["detail"], secrets=secrets)
         step: Step = {
             "node": fn.__name__,
             "seconds": round(time.perf_counter() - start, 3),

@@ -50,7 +50,9 @@ def decode(value: object, sentences: int, count: int) -> np.ndarray | None:
         raw = base64.b64decode(value.split(":", 2)[2], validate=True)
     except ValueError:
         return None
-    flat = np.frombuffer(raw, dtype=np.float16) if len(raw) % 2 == 0 else np.zeros(1)
+    if len(raw) % 2:  # not whole float16 values
+        return None
+    flat = np.frombuffer(raw, dtype=np.float16)
     if count == 0:
         return np.zeros((0, 0), dtype=np.float32) if flat.size == 0 else None
     if flat.size == 0 or flat.size % count:
