@@ -76,9 +76,6 @@ def _initial_words(text: str) -> set[str]:
     return {m.group(1) for m in re.finditer(r"(?:^|[.!?]\s+)[\"'(]*([A-Za-z][\w'’-]*)", text)}
 
 
-_NUMBERED = re.compile(r"\b([A-Z]{2,6}) (\d{1,5})\b(?![.,]?\d)")
-
-
 def constraints(question: str) -> list[Constraint]:
     """The years, dates, quarters, versions and specific names a question asks about."""
     text = normalize(question)
@@ -92,11 +89,6 @@ def constraints(question: str) -> list[Constraint]:
     ]
     found += periods(text)
     numbers = {c.value for c in found}
-    # an acronym and its number written apart ("PEP 695", "RFC 3339") is one numbered
-    # name, as "GPT-5" is: another number of it ("PEP 613") is another thing
-    for acronym, number in _NUMBERED.findall(text):
-        if number not in numbers:
-            found.append(Constraint("name", f"{acronym.lower()} {number}"))
     initial = _initial_words(text)
     for term in key_terms(text):
         if re.search(r"['’]", term):  # "I'm", "don't": a contraction, not a name
