@@ -9,6 +9,7 @@ joined to their word and a cut at every clause.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -43,6 +44,7 @@ _GREEK = str.maketrans(_greek_names())
 _GREEK_SPACED = str.maketrans({ch: f" {name} " for ch, name in _greek_names().items()})
 
 
+@functools.lru_cache(maxsize=4096)  # a question's passages are read by several nodes
 def normalize(text: str, *, spaced_greek: bool = False) -> str:
     """The form in which crag compares texts: NFKC (ligatures, sub- and superscript
     digits, full-width forms), accents dropped, typographic folding (× to x, dashes and
@@ -155,6 +157,7 @@ def words(text: str) -> list[str]:
     return WORD.findall(text)
 
 
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light suffix stripper: "models", "modeling" and "modeled" meet at "model"."""
     w = word.lower().replace("’", "'")

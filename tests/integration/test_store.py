@@ -15,7 +15,7 @@ from crag.context import Context
 from crag.errors import DamagedStore, StoreError
 from crag.ingest.indexer import ingest_path
 from crag.retrieval.clients import EMBEDDINGS_KEY, drop_collection, get_collection, open_client
-from crag.retrieval.library import describe, retrieve, to_similarity
+from crag.retrieval.library import describe, retrieve, retrieve_many, to_similarity
 from crag.retrieval.library_index import library_index
 from crag.retrieval.store_errors import store_error
 
@@ -95,6 +95,16 @@ def test_retrieve_with_the_local_model(ctx: Context, small_library: Path) -> Non
     assert sims == sorted(sims, reverse=True) and all(0.0 <= s <= 1.0 for s in sims)
     assert set(hits[0]) == {"id", "text", "metadata", "similarity"}
     assert "running averages" in hits[0]["text"]
+
+    # several queries in one search of the store: each gets what it would alone
+    questions = ["Which optimizer adapts the learning rate?", "max pooling", "dropout"]
+    together = retrieve_many(ctx, "books", questions, 2)
+    assert together == [retrieve(ctx, "books", q, 2) for q in questions]
+    assert [hits[0]["metadata"]["source"] for hits in together] == [
+        "adam.md",
+        "pooling.md",
+        "dropout.md",
+    ]
 
     only = retrieve(ctx, "books", "optimizer", 5, where={"source": "pooling.md"})
     assert [h["metadata"]["source"] for h in only] == ["pooling.md"]

@@ -183,6 +183,8 @@ def test_a_lone_tenant_is_queried_without_a_filter_and_still_sees_only_its_own(
     hits = retrieve(acme, "books", "backups", 10)
     assert hits and all("Quillon" not in h["text"] for h in hits)
     assert hits[0]["id"] == vector["id"]
+    # the nearest hit is theirs: the next window of hits is read for one of its own
+    assert [h["id"] for h in retrieve(acme, "books", "backups", 1)] == [vector["id"]]
     assert [r.id for r in tenant_records(_ctx(home, "globex"), "books")] == ["theirs"]
 
 

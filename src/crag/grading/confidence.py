@@ -10,6 +10,7 @@ near-duplicate strips and settles conflicts between sources.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -43,10 +44,16 @@ def completeness(parts: Sequence[str], text: str) -> float:
     have = stems(text)
     shares = []
     for part in parts:
-        terms = key_terms(part) if len(part.split()) > 1 else [part]
-        found = [bool(stems(t)) and stems(t) <= have for t in terms]
+        found = [bool(term) and term <= have for term in _term_stems(part)]
         shares.append(sum(found) / len(found) if found else 0.0)
     return sum(shares) / len(shares)
+
+
+@functools.lru_cache(maxsize=1024)
+def _term_stems(part: str) -> tuple[frozenset[str], ...]:
+    """The stems of each key term of a part (the same for every passage rated)."""
+    terms = key_terms(part) if len(part.split()) > 1 else [part]
+    return tuple(frozenset(stems(t)) for t in terms)
 
 
 # --- recency ----------------------------------------------------------------------------------

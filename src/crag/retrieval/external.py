@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from crag.context import Context
 from crag.errors import ProviderError, SearchError
 from crag.registry import Registry
-from crag.retrieval.library import hit_to_passage, retrieve
+from crag.retrieval.library import hit_to_passage, retrieve_many
 from crag.text import split_date_stamps
 
 if TYPE_CHECKING:
@@ -111,12 +111,14 @@ class CollectionSearch:
 
     def _search(self, queries: list[str], k: int) -> list[Passage]:
         best: dict[str, Passage] = {}
-        for query in dict.fromkeys(q for q in queries if q.strip()):
-            try:
-                hits = retrieve(self.ctx, self.collection, query, k)
-            except Exception as exc:
-                why = " ".join(str(exc).split())
-                raise SearchError(f"{self.name} collection {self.collection!r}: {why}") from exc
+        try:
+            found = retrieve_many(
+                self.ctx, self.collection, list(dict.fromkeys(q for q in queries if q.strip())), k
+            )
+        except Exception as exc:
+            why = " ".join(str(exc).split())
+            raise SearchError(f"{self.name} collection {self.collection!r}: {why}") from exc
+        for hits in found:
             for hit in hits:
                 passage = hit_to_passage(hit, origin=self.origin)
                 if self.origin == "external":

@@ -70,6 +70,18 @@ def retrieve(
     Each hit: `id`, `text`, `metadata` (source, title, page, ...), `similarity`
     in [0, 1]. An empty collection gives an empty list.
     """
+    return retrieve_many(ctx, collection_name, [query], k, where=where)[0]
+
+
+def retrieve_many(
+    ctx: Context,
+    collection_name: str,
+    queries: Sequence[str],
+    k: int,
+    *,
+    where: dict[str, Any] | None = None,
+) -> list[list[dict[str, Any]]]:
+    """`retrieve` for several queries in one search of the store: the hits of each."""
     collection = get_collection(open_client(ctx), collection_name, embeddings=None)
     built_with = (collection.metadata or {}).get(EMBEDDINGS_KEY)
     if built_with and built_with != ctx.models.embeddings:
@@ -77,51 +89,90 @@ def retrieve(
             f"collection {collection_name!r} was built with embeddings {built_with!r} but "
             f"this run uses {ctx.models.embeddings!r}; set CRAG_EMBEDDINGS={built_with}"
         )
-    if k < 1:
-        return []
+    if k < 1 or not queries:
+        return [[] for _ in queries]
     embedder = embeddings_for(ctx)
-    vector: Sequence[float] = embedder.embed_query(query)
+    vectors: list[Sequence[float]] = [embedder.embed_query(q) for q in queries]
     dimension = getattr(getattr(collection, "_model", None), "dimension", None)
-    if isinstance(dimension, int) and dimension != len(vector):
+    if isinstance(dimension, int) and dimension != len(vectors[0]):
         raise StoreError(
             f"collection {collection_name!r} holds {dimension}-dimensional vectors, but "
-            f"embeddings {ctx.models.embeddings!r} give {len(vector)}: ask with the embeddings "
-            f"it was built with, or rebuild it with these: {rebuild_hint(collection_name)}"
+            f"embeddings {ctx.models.embeddings!r} give {len(vectors[0])}: ask with the "
+            f"embeddings it was built with, or rebuild it with these: "
+            f"{rebuild_hint(collection_name)}"
         )
-    # Over-fetch, then cut: the approximate index misses fewer true top-k this way.
+    # Over-fetch, then cut: the approximate index misses fewer true top-k this way. Only
+    # distances at first: a chunk's stored strip vectors make its metadata long.
     with guard(collection, collection_name):
         result = collection.query(
-            query_embeddings=[vector],
+            query_embeddings=vectors,
             n_results=max(4 * k, 20),
             where=_both(where, tenant_where(collection, ctx.store.tenant)),
-            include=["documents", "metadatas", "distances", "embeddings"],
+            include=["distances"],
         )
-    ids = result["ids"][0] if result["ids"] else []
-    docs = (result.get("documents") or [[]])[0]
-    metas = (result.get("metadatas") or [[]])[0]
-    dists = (result.get("distances") or [[]])[0]
-    mine = [i for i in range(len(ids)) if belongs(metas[i], collection, ctx.store.tenant)]
-    if len(mine) < len(ids):  # a tenant's first ingest running meanwhile, or another writer
-        log.debug("dropped %d chunk(s) of other tenants from a query", len(ids) - len(mine))
-    vectors = result.get("embeddings")
-    if vectors is not None and len(vectors):
-        # The grader will score these chunks next: spare it re-running the model.
-        embedder.remember([docs[i] or "" for i in mine], [vectors[0][i] for i in mine])
-    order = sorted(mine, key=lambda i: (dists[i], ids[i]))[:k]
-    strips, strip_vectors = stored_strips(
-        [docs[i] or "" for i in order], [metas[i] for i in order], ctx.refinement.strip_sentences
-    )
-    if strips:  # and their strips, which grading and refinement score
-        embedder.remember(strips, strip_vectors)
-    return [
-        {
-            "id": ids[i],
-            "text": docs[i] or "",
-            "metadata": {key: v for key, v in (metas[i] or {}).items() if key != STRIPS_KEY},
-            "similarity": to_similarity(dists[i]),
-        }
-        for i in order
+    ranked = [
+        sorted(zip(ids, dists, strict=True), key=lambda hit: (hit[1], hit[0]))
+        for ids, dists in zip(result["ids"] or [], result.get("distances") or [], strict=True)
     ]
+    chunks = _read_hits(ctx, collection, ranked, k)
+    hits: list[list[dict[str, Any]]] = []
+    for of_query in ranked:
+        mine = [(cid, dist) for cid, dist in of_query if cid in chunks][:k]
+        hits.append([{**chunks[cid], "similarity": to_similarity(dist)} for cid, dist in mine])
+    return hits
+
+
+def _read_hits(
+    ctx: Context, collection: Collection, ranked: list[list[tuple[str, float]]], k: int
+) -> dict[str, dict[str, Any]]:
+    """The text and metadata of the tenant's best `k` hits of each query, read by id a
+    window at a time (a hit of another tenant is passed over), their vectors and their
+    strips' handed to the embedder, which grading and refinement use next."""
+    chunks: dict[str, dict[str, Any]] = {}
+    others: set[str] = set()
+    for start in range(0, max((len(r) for r in ranked), default=0), k):
+        wanted = [
+            cid
+            for of_query in ranked
+            if sum(cid in chunks for cid, _ in of_query) < k
+            for cid, _ in of_query[start : start + k]
+            if cid not in chunks and cid not in others
+        ]
+        if not wanted:
+            break
+        with guard(collection, collection.name):
+            got = collection.get(
+                ids=list(dict.fromkeys(wanted)), include=["documents", "metadatas", "embeddings"]
+            )
+        docs = got.get("documents") or [""] * len(got["ids"])
+        metas: list[Any] = list(got.get("metadatas") or [])
+        metas += [None] * (len(got["ids"]) - len(metas))
+        embedded = got.get("embeddings")
+        texts, vectors, read = [], [], []
+        for i, cid in enumerate(got["ids"]):
+            if not belongs(metas[i], collection, ctx.store.tenant):
+                others.add(cid)  # a tenant's first ingest running meanwhile, or another writer
+                continue
+            text, meta = docs[i] or "", dict(metas[i] or {})
+            read.append((text, meta))
+            if embedded is not None:
+                texts.append(text)
+                vectors.append(embedded[i])
+            chunks[cid] = {
+                "id": cid,
+                "text": text,
+                "metadata": {key: v for key, v in meta.items() if key != STRIPS_KEY},
+            }
+        if others:
+            log.debug("passed over %d chunk(s) of other tenants in a query", len(others))
+        embedder = embeddings_for(ctx)
+        embedder.remember(texts, vectors)
+        strips, strip_vectors = stored_strips(
+            [t for t, _ in read], [m for _, m in read], ctx.refinement.strip_sentences
+        )
+        if strips:
+            embedder.remember(strips, strip_vectors)
+    return chunks
 
 
 def describe(ctx: Context, collection_name: str) -> dict[str, Any]:
