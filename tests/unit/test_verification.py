@@ -319,11 +319,6 @@ def test_arithmetic_and_sentence_openers_are_not_constraints() -> None:
     assert got["answered"] is True and got["support"] == "supported"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not built: whether the passage that gives the answer's figure is about the "
-    "question's subject is not yet one of the decision's signals (docs/evaluation.md)",
-)
 def test_the_price_of_another_plan_is_declined_saying_what_was_found() -> None:
     # every name is one the library knows: only what the passage is about differs
     got = answer(
@@ -331,3 +326,31 @@ def test_the_price_of_another_plan_is_declined_saying_what_was_found() -> None:
         "The Lumen Business plan costs USD 12 per user per month, billed yearly.",
     )
     assert got["answered"] is False and "Business" in got["answer"]
+    assert got["decline_reason"] == "constraints unmet"
+    # the same figure, where the passage is about the plan asked about, is the answer
+    same = answer(
+        "How much does the Lumen Team plan cost per user per month?",
+        "The Lumen Team plan costs USD 8 per user per month; the Business plan costs 12.",
+    )
+    assert same["answered"] is True and "USD 8" in same["answer"]
+
+
+@pytest.mark.parametrize(
+    ("question", "passage"),
+    [
+        # a passage that names no other of the kind is weak evidence, not another thing
+        ("What does the Lumen Team plan cost?", "Every plan costs USD 8 per user."),
+        # a spelling of the name asked (a typo in the question), not another one
+        (
+            "When was Xenoblade Chronicles Definite Edition released?",
+            "It came out in 2020 as Xenoblade Chronicles: Definitive Edition.",
+        ),
+        # "Edition released": a capitalised word before a verb picks nothing
+        (
+            "When was the Deluxe Edition released?",
+            "The Deluxe Edition was Originally released in 2019.",
+        ),
+    ],
+)
+def test_only_another_of_the_kind_asked_contradicts(question: str, passage: str) -> None:
+    assert answer(question, passage)["answered"] is True

@@ -36,7 +36,7 @@ _SUM = re.compile(r"\d\s*[+*/=×÷]\s*\d|\d\s+[-−]\s+\d")  # not "2022-06-09",
 
 @dataclass(frozen=True)
 class Constraint:
-    kind: str  # year | version | date | quarter | half | name
+    kind: str  # year | version | date | quarter | half | name | subject
     value: str  # in normal form, lower case ("q3", "h1")
 
 
@@ -109,6 +109,44 @@ def constraints(question: str) -> list[Constraint]:
     return list(dict.fromkeys(c for c in found if c.value))
 
 
+# "the Team plan", "the Winter Olympics": a capitalised word that picks one of a kind
+_PICKED = re.compile(r"(?<![\w.'’-])([A-Z][A-Za-z]+)(?=\s+([A-Za-z][a-z]{2,})(?![\w'’-]))")
+
+
+def subjects(question: str) -> list[Constraint]:
+    """The things of a kind a question picks by a capitalised word before the kind ("the
+    Team plan"). Absent from a passage, one is weak evidence at most; a passage that
+    gives another of that kind instead ("the Business plan costs ...") and never names
+    the one asked is about another thing (`check`)."""
+    text = normalize(question)
+    initial = _initial_words(text)
+    found = [
+        Constraint("subject", f"{word.lower()} {kind.lower()}")
+        for word, kind in _PICKED.findall(text)
+        if word not in initial
+        and not {word.lower(), kind.lower()} & STOPWORDS
+        and not kind.endswith(("ed", "ing"))  # "Edition released": a verb, not a kind
+    ]
+    return list(dict.fromkeys(found))
+
+
+def _others_of_the_kind(value: str, said: str) -> list[str]:
+    """What `said` picks of the subject's kind instead of the subject ("Business plan"
+    for "team plan"), unless it names the subject's word too: as a text writes them."""
+    word, kind = value.split(" ", 1)
+    if re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", said, re.I):
+        return []
+    initial = _initial_words(said)
+    pattern = rf"(?<![\w.'’-])([A-Z][A-Za-z]+)\s+(?i:{re.escape(kind)}(?:e?s)?)(?![\w'’-])"
+    return [
+        f"{other} {kind}"
+        for other in dict.fromkeys(re.findall(pattern, said))
+        if other not in initial
+        and other.lower() not in STOPWORDS
+        and other.lower()[:4] != word[:4]  # "Definitive" where "Definite" is asked: a typo
+    ]
+
+
 def when(text: str) -> list[Constraint]:
     """The years, dates and versions a text asks about: what a source about the right
     topic may still miss (another year, another release); names are checked apart."""
@@ -162,6 +200,8 @@ def check(
             )
         elif c.kind == "name":
             ok = named_in(c.value, joined)
+        elif c.kind == "subject":  # only another of its kind contradicts
+            ok = not _others_of_the_kind(c.value, said)
         elif c.kind in ("quarter", "half"):
             ok = any(c in periods(part) for part in _of_the_year(said, years))
         elif c.kind == "version":
@@ -190,6 +230,8 @@ def check(
             others = other_variants(c.value, joined)
         elif c.kind in ("quarter", "half"):
             others = [p.value for p in periods(said) if p.kind == c.kind]
+        elif c.kind == "subject":
+            others = _others_of_the_kind(c.value, said)
         else:
             continue
         result.instead[c.value] = list(dict.fromkeys(v for v in others if v != c.value))

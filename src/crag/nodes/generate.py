@@ -19,7 +19,7 @@ from langgraph.runtime import Runtime
 from crag import cache, prompts
 from crag.context import Context
 from crag.grading.conflicts import disagreement
-from crag.grading.constraints import Constraint, check, constraints
+from crag.grading.constraints import Constraint, check, constraints, subjects
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.citations import CITE, number_sources, render_sources
 from crag.nodes.trail import context_of, note, recorded
@@ -227,7 +227,7 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
         reason = f"(The external source failed: {failed})" if failed else ""
         return declined("no evidence", reason, "no supporting source: declined")
     numbered = number_sources(kept, documents_seen(state))
-    asked = constraints(question) if ctx.generation.verify else []
+    asked = [*constraints(question), *subjects(question)] if ctx.generation.verify else []
     if ctx.models.chat_model == EXTRACTIVE:
         text = extractive_answer(numbered, asked=asked)
         return await verified(state, ctx, Draft(text, "extractive", False, False), numbered, asked)
