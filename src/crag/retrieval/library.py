@@ -128,6 +128,7 @@ def _read_hits(
     """The text and metadata of the tenant's best `k` hits of each query, read by id a
     window at a time (a hit of another tenant is passed over), their vectors and their
     strips' handed to the embedder, which grading and refinement use next."""
+    embedder = embeddings_for(ctx)
     chunks: dict[str, dict[str, Any]] = {}
     others: set[str] = set()
     for start in range(0, max((len(r) for r in ranked), default=0), k):
@@ -163,15 +164,14 @@ def _read_hits(
                 "text": text,
                 "metadata": {key: v for key, v in meta.items() if key != STRIPS_KEY},
             }
-        if others:
-            log.debug("passed over %d chunk(s) of other tenants in a query", len(others))
-        embedder = embeddings_for(ctx)
         embedder.remember(texts, vectors)
         strips, strip_vectors = stored_strips(
             [t for t, _ in read], [m for _, m in read], ctx.refinement.strip_sentences
         )
         if strips:
             embedder.remember(strips, strip_vectors)
+    if others:
+        log.debug("passed over %d chunk(s) of other tenants in a query", len(others))
     return chunks
 
 
