@@ -4,10 +4,12 @@ anything else (older stores, other strip settings, damage) reads as absent."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from crag.retrieval.strip_vectors import (
     STRIPS_KEY,
     decode,
+    embedded,
     encode,
     stored_strips,
     strip_texts,
@@ -78,3 +80,14 @@ def test_a_chunk_that_gives_orders_keeps_the_strips_refinement_reads_too() -> No
     value = with_strip_vectors([text], 2, _embed)[0]
     found, vectors = stored_strips([text], [{STRIPS_KEY: value}], 2)
     assert found == strips and len(vectors) == len(strips)
+
+
+def test_an_embedder_that_loses_a_vector_is_an_error_not_a_misplaced_vector() -> None:
+    def short(texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0]] * (len(texts) - 1)
+
+    with pytest.raises(RuntimeError, match="returned 2 vectors for 3 texts"):
+        embedded(short, ["a", "b", "c"])
+    with pytest.raises(RuntimeError, match="vectors for"):
+        with_strip_vectors(["One sentence here. Two sentences here. Three here."], 1, short)
+    assert embedded(short, []) == []  # nothing to embed: the embedder is not called

@@ -65,7 +65,7 @@ from crag.retrieval.library import (
     write,
 )
 from crag.retrieval.store_errors import store_error
-from crag.retrieval.strip_vectors import STRIPS_KEY, with_strip_vectors
+from crag.retrieval.strip_vectors import STRIPS_KEY, embedded, with_strip_vectors
 from crag.source_kind import detect_kind
 
 if TYPE_CHECKING:
@@ -416,11 +416,7 @@ class Ingestor:
         text_of = {h: c.text for h, c in zip(hashes, chunks, strict=True)}
         missing = [h for h in unique if h not in known]
         started = time.perf_counter()
-        vectors = self.embeddings.embed_documents([text_of[h] for h in missing]) if missing else []
-        if len(vectors) != len(missing):
-            raise RuntimeError(
-                f"the embedder returned {len(vectors)} vectors for {len(missing)} texts"
-            )
+        vectors = embedded(self.embeddings.embed_documents, [text_of[h] for h in missing])
         chunk_vector = {h: known[h][0] for h in known} | dict(zip(missing, vectors, strict=True))
         strips = with_strip_vectors(
             [text_of[h] for h in unique],

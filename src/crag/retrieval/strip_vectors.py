@@ -60,6 +60,15 @@ def decode(value: object, sentences: int, count: int) -> np.ndarray | None:
     return flat.reshape(count, -1).astype(np.float32)
 
 
+def embedded(embed: Callable[[list[str]], list[list[float]]], texts: list[str]) -> list[Any]:
+    """One vector per text, or an error: a vector lost or added would be stored beside
+    another text."""
+    vectors = embed(texts) if texts else []
+    if len(vectors) != len(texts):
+        raise RuntimeError(f"the embedder returned {len(vectors)} vectors for {len(texts)} texts")
+    return vectors
+
+
 def with_strip_vectors(
     texts: Sequence[str],
     sentences: int,
@@ -76,9 +85,7 @@ def with_strip_vectors(
             values[i] = str(stored)
     todo = [i for i, v in enumerate(values) if v is None]
     flat = [s for i in todo for s in strips[i]]
-    vectors = embed(flat) if flat else []
-    if len(vectors) != len(flat):
-        raise RuntimeError(f"the embedder returned {len(vectors)} vectors for {len(flat)} texts")
+    vectors = embedded(embed, flat)
     start = 0
     for i in todo:
         values[i] = encode(sentences, vectors[start : start + len(strips[i])])
