@@ -354,3 +354,10 @@ def test_the_price_of_another_plan_is_declined_saying_what_was_found() -> None:
 )
 def test_only_another_of_the_kind_asked_contradicts(question: str, passage: str) -> None:
     assert answer(question, passage)["answered"] is True
+
+
+def test_the_product_a_source_is_about_is_named_by_the_source() -> None:
+    # the billing guide never repeats "Lumen": its file name does
+    question = "How long do I have to ask for a full refund of an annual Lumen subscription?"
+    passage = "Full refunds of Annual subscriptions are given within 30 days of purchase."
+    assert answer(question, passage, source="lumen_billing_refunds.pdf")["answered"] is True

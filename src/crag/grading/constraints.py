@@ -130,13 +130,16 @@ def subjects(question: str) -> list[Constraint]:
     return list(dict.fromkeys(found))
 
 
-def _others_of_the_kind(value: str, said: str) -> list[str]:
+def _others_of_the_kind(value: str, said: str, context: str) -> list[str]:
     """What `said` picks of the subject's kind instead of the subject ("Business plan"
-    for "team plan"), unless it names the subject's word too: as a text writes them."""
+    for "team plan"), as it writes them; none where it or the context (`_words` of the
+    passages drawn on and the sources' titles) names the subject's word: a product's
+    guide rarely repeats the product's name ("annual Lumen subscription")."""
     word, kind = value.split(" ", 1)
-    if re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", said, re.I):
+    if f" {word} " in context or re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", said, re.I):
         return []
-    initial = _initial_words(said)
+    # a capital at the start of a sentence or a line (a heading, a row) is its place's
+    initial = _initial_words(said) | set(re.findall(r"(?m)^[^\w\n]*([A-Za-z][\w'’-]*)", said))
     pattern = rf"(?<![\w.'’-])([A-Z][A-Za-z]+)\s+(?i:{re.escape(kind)}(?:e?s)?)(?![\w'’-])"
     return [
         f"{other} {kind}"
@@ -201,7 +204,7 @@ def check(
         elif c.kind == "name":
             ok = named_in(c.value, joined)
         elif c.kind == "subject":  # only another of its kind contradicts
-            ok = not _others_of_the_kind(c.value, said)
+            ok = not _others_of_the_kind(c.value, said, joined)
         elif c.kind in ("quarter", "half"):
             ok = any(c in periods(part) for part in _of_the_year(said, years))
         elif c.kind == "version":
@@ -231,7 +234,7 @@ def check(
         elif c.kind in ("quarter", "half"):
             others = [p.value for p in periods(said) if p.kind == c.kind]
         elif c.kind == "subject":
-            others = _others_of_the_kind(c.value, said)
+            others = _others_of_the_kind(c.value, said, joined)
         else:
             continue
         result.instead[c.value] = list(dict.fromkeys(v for v in others if v != c.value))
