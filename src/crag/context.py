@@ -157,7 +157,7 @@ class Grading:
         "is not averaged away.",
         check="share",
     )
-    upper: float = knob(0.65, "Verdict `correct` if any document scores >= upper.", check="share")
+    upper: float = knob(0.60, "Verdict `correct` if any document scores >= upper.", check="share")
     lower: float = knob(
         0.60,
         "Verdict `incorrect` if every document scores < lower; good documents score >= lower.",
