@@ -90,4 +90,8 @@ def test_an_embedder_that_loses_a_vector_is_an_error_not_a_misplaced_vector() ->
         embedded(short, ["a", "b", "c"])
     with pytest.raises(RuntimeError, match="vectors for"):
         with_strip_vectors(["One sentence here. Two sentences here. Three here."], 1, short)
-    assert embedded(short, []) == []  # nothing to embed: the embedder is not called
+
+    def never(texts: list[str]) -> list[list[float]]:
+        raise AssertionError("the embedder was called with nothing to embed")
+
+    assert embedded(never, []) == []

@@ -348,7 +348,7 @@ def test_the_price_of_another_plan_is_declined_saying_what_was_found() -> None:
         # "Edition released": a capitalised word before a verb picks nothing
         (
             "When was the Deluxe Edition released?",
-            "The Deluxe Edition was Originally released in 2019.",
+            "It was Originally released in 2019 as the Deluxe set.",
         ),
     ],
 )

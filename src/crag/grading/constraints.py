@@ -138,8 +138,7 @@ def _others_of_the_kind(value: str, said: str, context: str) -> list[str]:
     word, kind = value.split(" ", 1)
     if f" {word} " in context or re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", said, re.I):
         return []
-    # a capital at the start of a sentence or a line (a heading, a row) is its place's
-    initial = _initial_words(said) | set(re.findall(r"(?m)^[^\w\n]*([A-Za-z][\w'’-]*)", said))
+    initial = _initial_words(said)  # a sentence's first word has its place's capital
     pattern = rf"(?<![\w.'’-])([A-Z][A-Za-z]+)\s+(?i:{re.escape(kind)}(?:e?s)?)(?![\w'’-])"
     return [
         f"{other} {kind}"
@@ -190,6 +189,7 @@ def check(
     years = [c.value for c in question_constraints if c.kind == "year"]
     result = Check()
     for c in question_constraints:
+        picked: list[str] = []  # a subject's others of its kind, read once
         if c.kind == "date":
             month, day = c.value.split()
             ok = any(
@@ -204,7 +204,8 @@ def check(
         elif c.kind == "name":
             ok = named_in(c.value, joined)
         elif c.kind == "subject":  # only another of its kind contradicts
-            ok = not _others_of_the_kind(c.value, said, joined)
+            picked = _others_of_the_kind(c.value, said, joined)
+            ok = not picked
         elif c.kind in ("quarter", "half"):
             ok = any(c in periods(part) for part in _of_the_year(said, years))
         elif c.kind == "version":
@@ -234,7 +235,7 @@ def check(
         elif c.kind in ("quarter", "half"):
             others = [p.value for p in periods(said) if p.kind == c.kind]
         elif c.kind == "subject":
-            others = _others_of_the_kind(c.value, said, joined)
+            others = picked
         else:
             continue
         result.instead[c.value] = list(dict.fromkeys(v for v in others if v != c.value))
