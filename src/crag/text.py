@@ -69,7 +69,12 @@ _FOLDED_WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 def folded_words(text: str) -> list[str]:
     """Lower-case words of the normal form, hyphenated compounds whole ("tf-idf")."""
-    return _FOLDED_WORD.findall(normalize(text).lower())
+    return list(_folded(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _folded(text: str) -> tuple[str, ...]:
+    return tuple(_FOLDED_WORD.findall(normalize(text).lower()))
 
 
 STOPWORDS = frozenset(
@@ -96,6 +101,11 @@ TERM = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-\+\.']*[A-Za-z0-9\+]|[A-Za-z0-9]")
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of a passage, whitespace-normalised; fragments stay attached."""
+    return list(_sentences(text))
+
+
+@functools.lru_cache(maxsize=4096)  # retrieval, grading and refinement cut the same passages
+def _sentences(text: str) -> tuple[str, ...]:
     parts = [" ".join(p.split()) for p in _SENTENCE_END.split(text)]
     sentences: list[str] = []
     for part in parts:
@@ -105,7 +115,7 @@ def split_sentences(text: str) -> list[str]:
             sentences[-1] = f"{sentences[-1]} {part}"
         else:
             sentences.append(part)
-    return sentences
+    return tuple(sentences)
 
 
 def strips_of(text: str, sentences_per_strip: int) -> list[str]:
@@ -114,7 +124,7 @@ def strips_of(text: str, sentences_per_strip: int) -> list[str]:
     Pass text from `crag.directives.without_directives` (refine does): a strip is
     what a model reads, and small models obey orders even inside delimited data.
     """
-    sentences = split_sentences(text)
+    sentences = _sentences(text)
     n = max(1, sentences_per_strip)
     return [" ".join(sentences[i : i + n]) for i in range(0, len(sentences), n)]
 
@@ -232,15 +242,21 @@ def word_forms(word: str) -> tuple[str, ...]:
     return word, word + "s", word + "es"
 
 
+def named_pieces(phrase: str) -> list[list[str]]:
+    """A phrase's words, each cut before its closing digits: what `named_pattern` matches
+    literally, and so what a text that names the phrase contains."""
+    # "l2" is also written with its digit as a subscript: "ℓ_2", "L 2"
+    return [re.split(r"(?<=[a-z])(?=\d)", w) for w in folded_words(phrase.replace("-", " "))]
+
+
 def named_pattern(phrase: str) -> re.Pattern[str] | None:
     """A phrase as normal-form text may write it: between its words (and before a
     word's closing digits) spaces, line breaks, hyphens or other punctuation ("u.s.",
     "l_2"), and a plural at the end."""
-    words = folded_words(phrase.replace("-", " "))
+    words = named_pieces(phrase)
     if not words:
         return None
-    # "l2" is also written with its digit as a subscript: "ℓ_2", "L 2"
-    parts = [r"[\W_]*".join(map(re.escape, re.split(r"(?<=[a-z])(?=\d)", w))) for w in words]
+    parts = [r"[\W_]*".join(map(re.escape, pieces)) for pieces in words]
     return re.compile(r"(?<![a-z0-9])" + r"[\W_]*".join(parts) + r"(?:s|es)?(?![a-z0-9])")
 
 

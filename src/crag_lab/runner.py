@@ -18,6 +18,7 @@ from crag.api import aask
 from crag.context import Context
 from crag.errors import CragError
 from crag.grading.registry import make_grader
+from crag.models.embeddings import embeddings_for
 from crag.retrieval.clients import get_collection, open_client
 from crag.retrieval.library import retrieve
 from crag_lab.baselines import BASELINES
@@ -109,6 +110,7 @@ async def run_questions(
     for q in questions:
         for system in systems:
             runner, sctx = runs[system]
+            embeddings_for(sctx).forget_queries()  # no system reuses another's question vector
             started = time.perf_counter()
             try:
                 record = await runner(q["question"], sctx)

@@ -100,3 +100,40 @@ def test_a_chunk_without_strip_vectors_is_still_graded(
     assert seen and all(t not in texts for batch in seen for t in batch)  # strips only
     fresh = SimilarityGrader(MiniLMEmbeddings(threads=1), strip_weight=0.5)
     assert np.allclose(scores, asyncio.run(fresh.ascore(question, texts)), atol=1e-4)
+
+
+def test_a_forgotten_question_is_embedded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = MiniLMEmbeddings(threads=1)
+    remembering = Remembering(model)
+    asked: list[str] = []
+    embed = model.embed_query
+    monkeypatch.setattr(model, "embed_query", lambda t: asked.append(t) or embed(t))
+    first = remembering.embed_query("What is dropout?")
+    assert remembering.embed_query("What is dropout?") == first and asked == ["What is dropout?"]
+    remembering.forget_queries()
+    assert np.allclose(remembering.embed_query("What is dropout?"), first, atol=1e-6)
+    assert asked == ["What is dropout?"] * 2
+
+
+def test_each_system_of_a_comparison_embeds_its_own_question(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A baseline asked after crag must not be handed crag's question vector: its time
+    would lack the embedding that crag's includes."""
+    import asyncio
+
+    from crag_lab.progress import Bar
+    from crag_lab.runner import run_questions
+
+    ctx = Context(home=tmp_path).with_overrides(chat_model="extractive", cache=False)
+    for folder, collection in (("library", "books"), ("external", "external")):
+        assert ingest_path(ctx, SAMPLES / folder, collection=collection).exit_code == 0
+    question = "How long is the refund window for annual plans?"
+    embedder = make_embeddings("local")
+    asked: list[str] = []
+    embed = embedder.inner.embed_query
+    monkeypatch.setattr(embedder.inner, "embed_query", lambda t: asked.append(t) or embed(t))
+    row = {"id": "q1", "question": question, "category": "internal", "expected_verdict": "correct"}
+    records = asyncio.run(run_questions([row], ctx, ["crag", "naive"], Bar(2, "t", quiet=True)))
+    assert [r["error"] for r in (*records["crag"], *records["naive"])] == [None, None]
+    assert asked.count(question) == 2

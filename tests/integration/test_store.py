@@ -14,9 +14,16 @@ from fakes import FakeEmbeddings
 from crag.context import Context
 from crag.errors import DamagedStore, StoreError
 from crag.ingest.indexer import ingest_path
+from crag.retrieval import clients
 from crag.retrieval.clients import EMBEDDINGS_KEY, drop_collection, get_collection, open_client
-from crag.retrieval.library import describe, retrieve, retrieve_many, to_similarity
-from crag.retrieval.library_index import library_index
+from crag.retrieval.library import (
+    describe,
+    library_version,
+    retrieve,
+    retrieve_many,
+    to_similarity,
+)
+from crag.retrieval.library_index import LibraryIndex, library_index
 from crag.retrieval.store_errors import store_error
 
 DOCS = {
@@ -134,6 +141,26 @@ def test_mentions_count_how_often_one_chunk_names_a_phrase(ctx: Context) -> None
     }
     assert counts == {"batch normalization": 3, "layer normalization": 1, "GMM": 0}
     assert index.most_mentions("") == 0
+
+
+def test_a_phrase_is_counted_in_every_spelling_a_substring_search_keeps() -> None:
+    index = LibraryIndex(["The ℓ_2 penalty shrinks weights.", "No penalty here.", "L 2 penalty"])
+    assert [index.most_mentions(p) for p in ("l2 penalty", "L2-penalty", "l3 penalty")] == [1, 1, 0]
+
+
+def test_readers_reuse_a_handle_briefly_and_see_this_process_s_changes_at_once(
+    ctx: Context, small_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert ingest_path(ctx, small_library, collection="books").exit_code == 0
+    client = open_client(ctx)
+    handle = get_collection(client, "books")
+    assert get_collection(client, "books") is handle  # one question opens it several times
+    before = library_version(ctx, "books")
+    (small_library / "dropout.md").write_text("Dropout zeroes activations at random.")
+    assert ingest_path(ctx, small_library, collection="books").exit_code == 0
+    assert library_version(ctx, "books") != before  # an ingest in this process: seen at once
+    monkeypatch.setattr(clients, "HANDLE_TTL_S", 0.0)  # another process's: seen after the TTL
+    assert get_collection(client, "books") is not handle
 
 
 def test_empty_collection_retrieves_nothing(ctx: Context) -> None:

@@ -37,6 +37,12 @@ class Remembering(Embeddings):
             while len(self._known) > self.max_known:
                 self._known.popitem(last=False)
 
+    def forget_queries(self) -> None:
+        """Forget the questions embedded so far: a benchmark's systems each pay for their
+        own, whichever asked the same question first."""
+        with self._lock:
+            self._queries.clear()
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
             known = {i: self._known[t] for i, t in enumerate(texts) if t in self._known}

@@ -198,6 +198,7 @@ def forget_clients() -> None:
     """Drop cached clients (tests that delete a store folder, long-lived servers)."""
     with _CLIENTS_LOCK:
         _CLIENTS.clear()
+    forget_handles()
     forget_verified()
 
 
@@ -206,6 +207,7 @@ def set_aside_store(ctx: Context) -> Path:
     the next writer starts a new one; returns where it went."""
     with _CLIENTS_LOCK:
         _CLIENTS.pop(_client_key(ctx), None)
+    forget_handles()
     _drop_system(ctx.store.chroma_path)
     forget_verified()
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -224,6 +226,27 @@ def set_aside_store(ctx: Context) -> Path:
     return target
 
 
+#: How long a reader reuses a collection's handle, and so the metadata it carries (the
+#: library's version, its tenants): one question opens its collections several times.
+HANDLE_TTL_S = 1.0
+_HANDLES: dict[tuple[int, str], tuple[ClientAPI, Collection, float]] = {}
+_HANDLES_LOCK = threading.Lock()
+
+
+def forget_handles() -> None:
+    """Drop reused collection handles: this process changed a collection's metadata (or
+    deleted it), and its next reader must see that at once."""
+    with _HANDLES_LOCK:
+        _HANDLES.clear()
+
+
+def modify_metadata(collection: Collection, metadata: dict[str, Any]) -> None:
+    """Replace a collection's metadata, and let no reader of this process keep the old."""
+    with guard(collection, collection.name):
+        collection.modify(metadata=metadata)
+    forget_handles()
+
+
 def get_collection(
     client: ClientAPI, name: str, *, create: bool = False, embeddings: str | None = None
 ) -> Collection:
@@ -231,8 +254,26 @@ def get_collection(
 
     With `embeddings`, a new collection records that spec and an existing one
     must have been built with it. The collection's persisted vector index is checked
-    (`check_index`) before anything can make Chroma load it.
+    (`check_index`) before anything can make Chroma load it. A plain read reuses the
+    handle opened within the last `HANDLE_TTL_S` (another process's change to the
+    collection's metadata is seen that much later; its chunks at once).
     """
+    if create or embeddings:
+        return _open_collection(client, name, create=create, embeddings=embeddings)
+    key, now = (id(client), name), time.monotonic()
+    with _HANDLES_LOCK:
+        held = _HANDLES.get(key)
+    if held is not None and held[0] is client and now - held[2] < HANDLE_TTL_S:
+        return held[1]
+    collection = _open_collection(client, name)
+    with _HANDLES_LOCK:
+        _HANDLES[key] = (client, collection, now)
+    return collection
+
+
+def _open_collection(
+    client: ClientAPI, name: str, *, create: bool = False, embeddings: str | None = None
+) -> Collection:
     from chromadb.errors import InvalidArgumentError, NotFoundError  # see open_client
 
     check_collection_name(name)
@@ -275,10 +316,7 @@ def get_collection(
     if embeddings:
         built_with = (collection.metadata or {}).get(EMBEDDINGS_KEY)
         if built_with is None:
-            with guard(client, name):
-                collection.modify(
-                    metadata={**(collection.metadata or {}), EMBEDDINGS_KEY: embeddings}
-                )
+            modify_metadata(collection, {**(collection.metadata or {}), EMBEDDINGS_KEY: embeddings})
         elif built_with != embeddings:
             raise StoreError(
                 f"collection {name!r} was built with embeddings {built_with!r}, not "
@@ -307,6 +345,7 @@ def drop_collection(client: ClientAPI, name: str) -> bool:
                 forget_verified(store / segment)
         if collection is not None:
             client.delete_collection(name)
+            forget_handles()
     if store is not None:
         unseal(client, name)
     return collection is not None

@@ -29,6 +29,7 @@ from crag.retrieval.clients import (
     TENANTS_KEY,
     VERSION_KEY,
     get_collection,
+    modify_metadata,
     open_client,
 )
 from crag.retrieval.store_errors import guard, rebuild_hint
@@ -278,14 +279,8 @@ def mark_changed(collection: Collection, tenant: str) -> None:
     text (the coverage index, cached answers) is stale. The collection's own version
     changes too."""
     version = uuid.uuid4().hex
-    with guard(collection, collection.name):
-        collection.modify(
-            metadata={
-                **(collection.metadata or {}),
-                VERSION_KEY: version,
-                _version_key(tenant): version,
-            }
-        )
+    metadata = {**(collection.metadata or {}), VERSION_KEY: version, _version_key(tenant): version}
+    modify_metadata(collection, metadata)
 
 
 def library_version(ctx: Context, collection_name: str) -> str:
@@ -372,8 +367,7 @@ def adopt_untagged(collection: Collection) -> int:
     marks: dict[str, Any] = {TENANTS_KEY: True}
     if untagged and not metadata.get(_version_key(DEFAULT_TENANT)):  # see `tenants_of`
         marks[_version_key(DEFAULT_TENANT)] = metadata.get(VERSION_KEY) or uuid.uuid4().hex
-    with guard(collection, collection.name):
-        collection.modify(metadata={**metadata, **marks})
+    modify_metadata(collection, {**metadata, **marks})
     return len(untagged)
 
 

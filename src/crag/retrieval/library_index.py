@@ -25,6 +25,7 @@ from crag.retrieval.library import library_version, sourced_texts
 from crag.text import (
     folded_words,
     named_pattern,
+    named_pieces,
     normalize,
     sentence_key,
     split_sentences,
@@ -126,7 +127,12 @@ class LibraryIndex:
         pattern = named_pattern(phrase)
         if pattern is None:
             return 0
-        return max((len(pattern.findall(t)) for t in self.texts), default=0)
+        # a substring search first: the pattern is read only where all its pieces are
+        pieces = [piece for word in named_pieces(phrase) for piece in word]
+        return max(
+            (len(pattern.findall(t)) for t in self.texts if all(p in t for p in pieces)),
+            default=0,
+        )
 
 
 _INDEXES: dict[tuple[str, str, str, str], LibraryIndex] = {}
