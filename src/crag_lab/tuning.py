@@ -52,6 +52,15 @@ def _tie_break(values: np.ndarray, window: int = 1) -> int:
     return int(tied[len(tied) // 2])
 
 
+#: Thresholds this close read alike: scores move by about this much with a passage's
+#: wording, so a fit trusts the accuracy of a neighbourhood, not of one grid point.
+NEIGHBOURHOOD = 0.05
+
+
+def _near(axis: Sequence[float], value: float) -> np.ndarray:
+    return np.abs(np.asarray(axis) - value) <= NEIGHBOURHOOD + 1e-9
+
+
 @dataclass
 class Surface:
     """Verdict accuracy over a (lower, upper) grid; NaN where lower > upper."""
@@ -61,8 +70,21 @@ class Surface:
     accuracy: np.ndarray
     n: int
 
+    def smoothed(self) -> np.ndarray:
+        """Each point's accuracy averaged over the valid points within `NEIGHBOURHOOD` of
+        it on both axes: on a flat surface one question moves the raw best from one edge
+        of a plateau to another, and the fitted thresholds with it."""
+        out = np.full(self.accuracy.shape, np.nan)
+        for i, j in zip(*np.nonzero(~np.isnan(self.accuracy)), strict=True):
+            box = self.accuracy[
+                np.ix_(_near(self.lowers, self.lowers[i]), _near(self.uppers, self.uppers[j]))
+            ]
+            out[i, j] = np.nanmean(box)
+        return out
+
     def best(self) -> dict[str, float]:
-        flat = _tie_break(self.accuracy)
+        """The point of the best neighbourhood (`smoothed`); among equals, the middle one."""
+        flat = _tie_break(self.smoothed(), window=0)
         i, j = np.unravel_index(flat, self.accuracy.shape)
         return {
             "lower": self.lowers[int(i)],

@@ -32,7 +32,7 @@ from crag_lab.metrics import (
 )
 from crag_lab.protocol import loso_auc
 from crag_lab.records import context_entries
-from crag_lab.tuning import Graded, grid, replay_context, strip_sweep, sweep
+from crag_lab.tuning import Graded, Surface, grid, replay_context, strip_sweep, sweep
 
 
 def _q(
@@ -344,6 +344,19 @@ def test_threshold_sweep_replays_crags_verdict_rule() -> None:
     assert surface.accuracy[1, 2] == 1.0  # lower 0.3, upper 0.6: all three right
     assert surface.best() == {"lower": 0.3, "upper": 0.6, "accuracy": 1.0}
     assert surface.to_dict()["accuracy"][2][1] is None
+
+
+def test_the_fit_takes_the_best_neighbourhood_not_a_lone_best_point() -> None:
+    axis = [0.5, 0.55, 0.6, 0.65, 0.7]
+    accuracy = np.full((5, 5), 0.70)
+    accuracy[1:4, 1:4] = 0.79  # a plateau: nearby thresholds do as well
+    accuracy[2, 2] = 0.80
+    accuracy[4, 4] = 0.81  # one question better, at a corner whose neighbours are worse
+    accuracy[np.tril_indices(5, -1)] = np.nan  # lower > upper
+    surface = Surface(axis, axis, accuracy, n=100)
+    assert surface.best() == {"lower": 0.6, "upper": 0.6, "accuracy": 0.80}
+    coarse = Surface([0.0, 0.3], [0.3, 0.6], np.array([[0.5, 0.6], [0.9, 0.4]]), n=10)
+    assert coarse.best()["accuracy"] == 0.9  # no other point within the neighbourhood
 
 
 def test_strip_sweep_trades_support_against_declining() -> None:
