@@ -350,6 +350,11 @@ def test_the_price_of_another_plan_is_declined_saying_what_was_found() -> None:
             "When was the Deluxe Edition released?",
             "It was Originally released in 2019 as the Deluxe set.",
         ),
+        # the question names HTTPS itself: its port is no other port than the one asked
+        (
+            "Which TCP port does the Lumen server's HTTPS API listen on by default?",
+            "The base URL uses the HTTPS port of the server: https://your-host:7420/api/v2/.",
+        ),
     ],
 )
 def test_only_another_of_the_kind_asked_contradicts(question: str, passage: str) -> None:

@@ -38,6 +38,9 @@ _SUM = re.compile(r"\d\s*[+*/=×÷]\s*\d|\d\s+[-−]\s+\d")  # not "2022-06-09",
 class Constraint:
     kind: str  # year | version | date | quarter | half | name | subject
     value: str  # in normal form, lower case ("q3", "h1")
+    # a subject's: the question's other capitalised words, none of them another thing
+    # of its kind ("HTTPS port" for "the TCP port of the HTTPS API")
+    besides: tuple[str, ...] = ()
 
 
 @dataclass
@@ -111,6 +114,7 @@ def constraints(question: str) -> list[Constraint]:
 
 # "the Team plan", "the Winter Olympics": a capitalised word that picks one of a kind
 _PICKED = re.compile(r"(?<![\w.'’-])([A-Z][A-Za-z]+)(?=\s+([A-Za-z][a-z]{2,})(?![\w'’-]))")
+_CAPITALISED = re.compile(r"(?<![\w.'’-])[A-Z][A-Za-z]+")
 
 
 def subjects(question: str) -> list[Constraint]:
@@ -120,8 +124,9 @@ def subjects(question: str) -> list[Constraint]:
     the one asked is about another thing (`check`)."""
     text = normalize(question)
     initial = _initial_words(text)
+    named = tuple(dict.fromkeys(w.lower() for w in _CAPITALISED.findall(text)))
     found = [
-        Constraint("subject", f"{word.lower()} {kind.lower()}")
+        Constraint("subject", f"{word.lower()} {kind.lower()}", named)
         for word, kind in _PICKED.findall(text)
         if word not in initial
         and not {word.lower(), kind.lower()} & STOPWORDS
@@ -130,12 +135,13 @@ def subjects(question: str) -> list[Constraint]:
     return list(dict.fromkeys(found))
 
 
-def _others_of_the_kind(value: str, said: str, context: str) -> list[str]:
+def _others_of_the_kind(subject: Constraint, said: str, context: str) -> list[str]:
     """What `said` picks of the subject's kind instead of the subject ("Business plan"
     for "team plan"), as it writes them; none where it or the context (`_words` of the
     passages drawn on and the sources' titles) names the subject's word: a product's
-    guide rarely repeats the product's name ("annual Lumen subscription")."""
-    word, kind = value.split(" ", 1)
+    guide rarely repeats the product's name ("annual Lumen subscription"). A word the
+    question itself names is no other thing."""
+    word, kind = subject.value.split(" ", 1)
     if f" {word} " in context or re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", said, re.I):
         return []
     initial = _initial_words(said)  # a sentence's first word has its place's capital
@@ -145,6 +151,7 @@ def _others_of_the_kind(value: str, said: str, context: str) -> list[str]:
         for other in dict.fromkeys(re.findall(pattern, said))
         if other not in initial
         and other.lower() not in STOPWORDS
+        and other.lower() not in subject.besides
         and other.lower()[:4] != word[:4]  # "Definitive" where "Definite" is asked: a typo
     ]
 
@@ -204,7 +211,7 @@ def check(
         elif c.kind == "name":
             ok = named_in(c.value, joined)
         elif c.kind == "subject":  # only another of its kind contradicts
-            picked = _others_of_the_kind(c.value, said, joined)
+            picked = _others_of_the_kind(c, said, joined)
             ok = not picked
         elif c.kind in ("quarter", "half"):
             ok = any(c in periods(part) for part in _of_the_year(said, years))
