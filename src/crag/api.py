@@ -76,9 +76,11 @@ async def aask(
     final: dict[str, Any] = {}
     written: dict[str, str] = {}  # per model call: the raw reply so far
     shown = ""
-    modes: list[StreamMode] = (
-        ["updates", "values", "messages"] if on_token else ["updates", "values"]
-    )
+    modes: list[StreamMode] = ["values"]  # what is asked for only: each mode costs a copy
+    if on_step is not None:
+        modes.append("updates")
+    if on_token is not None:
+        modes.append("messages")
     async with thread_graph(ctx, thread_id) as (runner, config):
         async for mode, chunk in runner.astream(
             InputState(question=question), config, context=ctx, stream_mode=modes
