@@ -69,12 +69,7 @@ _FOLDED_WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 def folded_words(text: str) -> list[str]:
     """Lower-case words of the normal form, hyphenated compounds whole ("tf-idf")."""
-    return list(_folded(text))
-
-
-@functools.lru_cache(maxsize=4096)
-def _folded(text: str) -> tuple[str, ...]:
-    return tuple(_FOLDED_WORD.findall(normalize(text).lower()))
+    return _FOLDED_WORD.findall(normalize(text).lower())
 
 
 STOPWORDS = frozenset(
@@ -104,7 +99,7 @@ def split_sentences(text: str) -> list[str]:
     return list(_sentences(text))
 
 
-@functools.lru_cache(maxsize=4096)  # retrieval, grading and refinement cut the same passages
+@functools.lru_cache(maxsize=1024)  # retrieval, grading and refinement cut the same passages
 def _sentences(text: str) -> tuple[str, ...]:
     parts = [" ".join(p.split()) for p in _SENTENCE_END.split(text)]
     sentences: list[str] = []

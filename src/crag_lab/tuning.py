@@ -83,8 +83,11 @@ class Surface:
         return out
 
     def best(self) -> dict[str, float]:
-        """The point of the best neighbourhood (`smoothed`); among equals, the middle one."""
-        flat = _tie_break(self.smoothed(), window=0)
+        """The point of the best neighbourhood (`smoothed`); among equals, the best point,
+        and among those the middle one."""
+        smooth = self.smoothed()
+        tied = np.isclose(smooth, np.nanmax(smooth))
+        flat = _tie_break(np.where(tied, self.accuracy, np.nan), window=0)
         i, j = np.unravel_index(flat, self.accuracy.shape)
         return {
             "lower": self.lowers[int(i)],

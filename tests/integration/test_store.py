@@ -7,6 +7,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import FakeEmbeddings
@@ -161,6 +162,23 @@ def test_readers_reuse_a_handle_briefly_and_see_this_process_s_changes_at_once(
     assert library_version(ctx, "books") != before  # an ingest in this process: seen at once
     monkeypatch.setattr(clients, "HANDLE_TTL_S", 0.0)  # another process's: seen after the TTL
     assert get_collection(client, "books") is not handle
+
+
+def test_a_handle_opened_while_the_collection_changed_is_not_reused(
+    ctx: Context, small_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert ingest_path(ctx, small_library, collection="books").exit_code == 0
+    client, opened = open_client(ctx), clients._open_collection
+
+    def changed_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        handle = opened(*args, **kwargs)
+        clients.forget_handles()  # an ingest in another thread marked a new version
+        return handle
+
+    monkeypatch.setattr(clients, "_open_collection", changed_meanwhile)
+    first = get_collection(client, "books")
+    monkeypatch.undo()
+    assert get_collection(client, "books") is not first
 
 
 def test_empty_collection_retrieves_nothing(ctx: Context) -> None:

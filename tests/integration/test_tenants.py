@@ -14,7 +14,13 @@ from crag.cli.main import main
 from crag.context import Context
 from crag.ingest.indexer import ingest_path
 from crag.models.embeddings import make_embeddings
-from crag.retrieval.clients import TENANT_KEY, TENANTS_KEY, get_collection, open_client
+from crag.retrieval.clients import (
+    TENANT_KEY,
+    TENANTS_KEY,
+    get_collection,
+    modify_metadata,
+    open_client,
+)
 from crag.retrieval.library import (
     describe,
     iter_records,
@@ -99,7 +105,7 @@ def _make_legacy(home: Path, collection: str) -> None:
     ids = [r.id for r in iter_records(stored)]
     stored.update(ids=ids, metadatas=[{TENANT_KEY: None}] * len(ids))  # type: ignore[list-item]
     meta = {k: v for k, v in (stored.metadata or {}).items() if k != TENANTS_KEY}
-    stored.modify(metadata={k: v for k, v in meta.items() if not k.startswith("crag_version:")})
+    modify_metadata(stored, {k: v for k, v in meta.items() if not k.startswith("crag_version:")})
 
 
 def test_a_store_from_before_tenants_is_the_default_tenants(

@@ -357,6 +357,8 @@ def test_the_fit_takes_the_best_neighbourhood_not_a_lone_best_point() -> None:
     assert surface.best() == {"lower": 0.6, "upper": 0.6, "accuracy": 0.80}
     coarse = Surface([0.0, 0.3], [0.3, 0.6], np.array([[0.5, 0.6], [0.9, 0.4]]), n=10)
     assert coarse.best()["accuracy"] == 0.9  # no other point within the neighbourhood
+    small = Surface([0.5, 0.55], [0.5, 0.55], np.array([[0.9, 0.6], [np.nan, 0.6]]), n=10)
+    assert small.best()["accuracy"] == 0.9  # one neighbourhood for all: its best point
 
 
 def test_strip_sweep_trades_support_against_declining() -> None:

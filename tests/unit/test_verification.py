@@ -333,6 +333,12 @@ def test_the_price_of_another_plan_is_declined_saying_what_was_found() -> None:
         "The Lumen Team plan costs USD 8 per user per month; the Business plan costs 12.",
     )
     assert same["answered"] is True and "USD 8" in same["answer"]
+    # a word of the question in another role still names another plan in the evidence
+    other = answer(
+        "How much does the Pro plan cost for Enterprise customers?",
+        "The Enterprise plan costs USD 99 per seat.",
+    )
+    assert other["answered"] is False and "Enterprise plan" in other["answer"]
 
 
 @pytest.mark.parametrize(

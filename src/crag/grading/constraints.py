@@ -38,8 +38,8 @@ _SUM = re.compile(r"\d\s*[+*/=×÷]\s*\d|\d\s+[-−]\s+\d")  # not "2022-06-09",
 class Constraint:
     kind: str  # year | version | date | quarter | half | name | subject
     value: str  # in normal form, lower case ("q3", "h1")
-    # a subject's: the question's other capitalised words, none of them another thing
-    # of its kind ("HTTPS port" for "the TCP port of the HTTPS API")
+    # a subject's: the acronyms the question names, none of them another thing of its
+    # kind ("HTTPS port" for "the TCP port of the HTTPS API")
     besides: tuple[str, ...] = ()
 
 
@@ -114,7 +114,7 @@ def constraints(question: str) -> list[Constraint]:
 
 # "the Team plan", "the Winter Olympics": a capitalised word that picks one of a kind
 _PICKED = re.compile(r"(?<![\w.'’-])([A-Z][A-Za-z]+)(?=\s+([A-Za-z][a-z]{2,})(?![\w'’-]))")
-_CAPITALISED = re.compile(r"(?<![\w.'’-])[A-Z][A-Za-z]+")
+_ACRONYM = re.compile(r"(?<![\w.'’-])[A-Z]{2,}(?![\w'’-])")
 
 
 def subjects(question: str) -> list[Constraint]:
@@ -124,7 +124,7 @@ def subjects(question: str) -> list[Constraint]:
     the one asked is about another thing (`check`)."""
     text = normalize(question)
     initial = _initial_words(text)
-    named = tuple(dict.fromkeys(w.lower() for w in _CAPITALISED.findall(text)))
+    named = tuple(dict.fromkeys(w.lower() for w in _ACRONYM.findall(text)))
     found = [
         Constraint("subject", f"{word.lower()} {kind.lower()}", named)
         for word, kind in _PICKED.findall(text)
@@ -139,8 +139,8 @@ def _others_of_the_kind(subject: Constraint, said: str, context: str) -> list[st
     """What `said` picks of the subject's kind instead of the subject ("Business plan"
     for "team plan"), as it writes them; none where it or the context (`_words` of the
     passages drawn on and the sources' titles) names the subject's word: a product's
-    guide rarely repeats the product's name ("annual Lumen subscription"). A word the
-    question itself names is no other thing."""
+    guide rarely repeats the product's name ("annual Lumen subscription"). An acronym
+    the question itself names is no other thing."""
     word, kind = subject.value.split(" ", 1)
     if f" {word} " in context or re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", said, re.I):
         return []

@@ -231,13 +231,16 @@ def set_aside_store(ctx: Context) -> Path:
 HANDLE_TTL_S = 1.0
 _HANDLES: dict[tuple[int, str], tuple[ClientAPI, Collection, float]] = {}
 _HANDLES_LOCK = threading.Lock()
+_forgotten = 0  # how many times the handles were dropped: a reader opening one meanwhile keeps it
 
 
 def forget_handles() -> None:
     """Drop reused collection handles: this process changed a collection's metadata (or
     deleted it), and its next reader must see that at once."""
+    global _forgotten
     with _HANDLES_LOCK:
         _HANDLES.clear()
+        _forgotten += 1
 
 
 def modify_metadata(collection: Collection, metadata: dict[str, Any]) -> None:
@@ -262,12 +265,13 @@ def get_collection(
         return _open_collection(client, name, create=create, embeddings=embeddings)
     key, now = (id(client), name), time.monotonic()
     with _HANDLES_LOCK:
-        held = _HANDLES.get(key)
+        held, era = _HANDLES.get(key), _forgotten
     if held is not None and held[0] is client and now - held[2] < HANDLE_TTL_S:
         return held[1]
     collection = _open_collection(client, name)
     with _HANDLES_LOCK:
-        _HANDLES[key] = (client, collection, now)
+        if era == _forgotten:  # else a change came while it opened: it may predate it
+            _HANDLES[key] = (client, collection, now)
     return collection
 
 
@@ -345,7 +349,7 @@ def drop_collection(client: ClientAPI, name: str) -> bool:
                 forget_verified(store / segment)
         if collection is not None:
             client.delete_collection(name)
-            forget_handles()
+    forget_handles()  # also when another process deleted it: this one may hold its handle
     if store is not None:
         unseal(client, name)
     return collection is not None
