@@ -150,6 +150,10 @@ class Graded:
         state: State = {
             "question": self.question["question"],
             "verdict": decision.verdict,
+            "docs": [
+                cast(Passage, {**d, "score": s}) for d, s in zip(self.docs, scores, strict=True)
+            ],
+            "route": "fast" if decision.fast else "full",
             "good_docs": good,
             "web_docs": self.web_docs,
         }

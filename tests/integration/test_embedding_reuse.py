@@ -28,6 +28,9 @@ def test_remembered_vectors_skip_the_model(monkeypatch: pytest.MonkeyPatch) -> N
     again = remembering.embed_documents(["alpha beta", "gamma delta"])
     assert seen == [["gamma delta"]]  # only the unknown text went through the model
     assert np.allclose(again, fresh, atol=1e-6)
+    as_array = remembering.embed_array(["alpha beta", "gamma delta"])  # the graders' form
+    assert seen == [["gamma delta"]] * 2 and as_array.dtype == np.float32
+    assert np.allclose(as_array, fresh, atol=1e-6)
 
 
 def test_retrieval_primes_the_grader_with_the_stored_vectors(

@@ -435,12 +435,16 @@ def test_strips_are_scored_once_per_knowledge_set_in_one_batch(
         grades=_grades([0.5, 0.1]),
         web_docs=[_doc("w", "Web one.", "external")],
     )
-    asyncio.run(score_strips(g, 0.35, 0.6, ctx))  # ambiguous: good doc a + web doc w
+    asyncio.run(score_strips(g, 0.35, 0.6, ctx))  # ambiguous: the graded docs + web doc w
     asyncio.run(score_strips(g, 0.4, 0.6, ctx))  # same knowledge set: cached
-    assert batches == [["Alpha one. Alpha two.", "Web one."]]
-    asyncio.run(score_strips(g, 0.3, 0.45, ctx))  # correct: good doc a alone
-    assert len(batches) == 2
-    assert [e["source"] for e in replay_context(g, 0.35, 0.6, 0.5, ctx)] == ["a.pdf", "w.pdf"]
+    assert batches == [["Alpha one. Alpha two.", "Beta one.", "Web one."]]
+    asyncio.run(score_strips(g, 0.3, 0.45, ctx))  # correct: the graded docs, a set of its own
+    assert batches[1:] == [["Alpha one. Alpha two.", "Beta one."]]
+    assert [e["source"] for e in replay_context(g, 0.35, 0.6, 0.5, ctx)] == [
+        "a.pdf",
+        "b.pdf",
+        "w.pdf",
+    ]
 
 
 def test_sweep_replays_the_grade_nodes_whole_rule() -> None:

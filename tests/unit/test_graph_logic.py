@@ -69,6 +69,14 @@ def test_refine_uses_the_knowledge_the_verdict_calls_for() -> None:
     assert knowledge_for({**base, "verdict": "correct"}, LOWER) == good
     assert knowledge_for({**base, "verdict": "incorrect"}, LOWER) == web[:1]  # x is off-topic
     assert knowledge_for({**base, "verdict": "ambiguous"}, LOWER) == good + web[:1]
+    # the full path refines every graded chunk: its strips decide, as in CRAG
+    graded = [*good, {**_doc("b", "B."), "score": 0.3}]
+    full: State = {**base, "docs": graded, "route": "full"}  # type: ignore[typeddict-item]
+    assert knowledge_for({**full, "verdict": "correct"}, LOWER) == graded
+    assert knowledge_for({**full, "verdict": "ambiguous"}, LOWER) == graded + web[:1]
+    assert knowledge_for({**full, "verdict": "incorrect"}, LOWER) == web[:1]
+    # the fast path's winner alone
+    assert knowledge_for({**full, "verdict": "correct", "route": "fast"}, LOWER) == good
 
 
 def test_refinement_filters_then_restores_reading_order() -> None:

@@ -36,8 +36,16 @@ class QuestionSimilarity:
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros(0)
-        vectors = np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float32)
-        return _unit(vectors) @ self.question
+        return _unit(vectors_of(self.embeddings, texts)) @ self.question
+
+
+def vectors_of(embeddings: Embeddings, texts: Sequence[str]) -> np.ndarray:
+    """The texts' vectors as one float32 array (without a detour through lists where the
+    embedder can give one)."""
+    as_array = getattr(embeddings, "embed_array", None)
+    if as_array is not None:
+        return np.asarray(as_array(list(texts)), dtype=np.float32)
+    return np.asarray(embeddings.embed_documents(list(texts)), dtype=np.float32)
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

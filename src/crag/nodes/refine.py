@@ -21,6 +21,7 @@ from langgraph.runtime import Runtime
 
 from crag.context import Context
 from crag.directives import without_directives
+from crag.grading.base import vectors_of
 from crag.grading.confidence import Weights, rate, signals_of, weights_for
 from crag.grading.conflicts import resolve
 from crag.grading.constraints import stated
@@ -35,18 +36,22 @@ STRIDE = 10_000
 
 
 def knowledge_for(state: State, lower: float) -> list[Passage]:
-    """Good library docs (correct), good external docs (incorrect), or both (ambiguous).
-
-    External results count as good like library chunks: graded score >= lower.
+    """The library's chunks (correct), good external results (incorrect), or both
+    (ambiguous). As in CRAG, every graded chunk is refined and its strips decide what
+    enters (a chunk scoring under `lower` as a whole may hold the one sentence that
+    answers); the fast path's winner is refined alone. External results count as good
+    like chunks: score >= lower.
     """
     verdict = state.get("verdict")
-    good = list(state.get("good_docs") or [])
+    internal = list(state.get("good_docs") or [])
+    if state.get("route") == "full":
+        internal = list(state.get("docs") or internal)
     web = [d for d in state.get("web_docs") or [] if d.get("score", 1.0) >= lower]
     if verdict == "correct":
-        return good
+        return internal
     if verdict == "incorrect":
         return web
-    return good + web
+    return internal + web
 
 
 def position(rank: int, index: int) -> int:
@@ -155,8 +160,8 @@ def _unit_vectors(ctx: Context, texts: Sequence[str]) -> dict[str, np.ndarray]:
     if not unique:
         return {}
     embedder = embeddings_for(ctx)
-    vectors = np.asarray(embedder.embed_documents(unique), dtype=np.float32)
-    embedder.remember(unique, [v.copy() for v in vectors])
+    vectors = vectors_of(embedder, unique)
+    embedder.remember(unique, vectors)
     units = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True).clip(min=1e-9)
     return dict(zip(unique, units, strict=True))
 
