@@ -116,7 +116,7 @@ class Retrieval:
     """What is fetched from the library for a question."""
 
     k: int = knob(
-        5, "Chunks graded and refined per question: the best of `candidates`.", check="count"
+        10, "Chunks graded and refined per question: the best of `candidates`.", check="count"
     )
     candidates: int = knob(
         10,

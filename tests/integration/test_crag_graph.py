@@ -81,7 +81,9 @@ def test_internal_question_is_answered_from_the_books_with_page_citations(
     result = run(BIAS_VARIANCE, dev_home)
     assert result["verdict"] == "correct"
     assert result["path"] == ["retrieve", "grade", "refine", "generate"]
-    assert len(result["scores"]) == 5 and all(0 <= s <= 1 for s in result["scores"])
+    assert len(result["scores"]) == Context().retrieval.k and all(
+        0 <= s <= 1 for s in result["scores"]
+    )
     assert max(result["scores"]) >= Context().grading.upper
     sources = {(c["source"], c.get("page")) for c in result["citations"]}
     assert "07_mathematics_appendix.pdf" in {s for s, _ in sources}, sources

@@ -44,7 +44,7 @@ def test_env_values_are_typed_and_checked(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("CRAG_EXTERNAL")
     with pytest.raises(ValueError, match=r"grader='judgee'.*auto, offline, features"):
         checked(Context(grader="judgee"))
-    assert checked(Context(chat_model="extractive", embeddings="openai:x")).retrieval.k == 5
+    assert checked(Context(chat_model="extractive", embeddings="openai:x")).retrieval.k == 10
 
 
 def test_contradictory_thresholds_are_rejected() -> None:
