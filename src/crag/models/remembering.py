@@ -43,23 +43,27 @@ class Remembering(Embeddings):
         with self._lock:
             self._queries.clear()
 
+    def _vectors(self, texts: Sequence[str]) -> tuple[dict[int, np.ndarray], list[int], list[Any]]:
+        """The known texts' vectors by position, and the positions and vectors of the
+        others (one model call for them all)."""
+        with self._lock:
+            known = {i: self._known[t] for i, t in enumerate(texts) if t in self._known}
+        todo = [i for i in range(len(texts)) if i not in known]
+        fresh = self._call(self.inner.embed_documents, [texts[i] for i in todo]) if todo else []
+        return known, todo, list(fresh)
+
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
         """`embed_documents` as one float32 array, the known vectors as they are kept:
         grading reads dozens of stored strip vectors a question."""
-        with self._lock:
-            rows = {i: self._known[t] for i, t in enumerate(texts) if t in self._known}
-        todo = [i for i in range(len(texts)) if i not in rows]
-        fresh = self._call(self.inner.embed_documents, [texts[i] for i in todo]) if todo else []
+        known, todo, fresh = self._vectors(texts)
+        rows: dict[int, np.ndarray] = dict(known)
         rows.update((i, np.asarray(v, dtype=np.float32)) for i, v in zip(todo, fresh, strict=True))
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([rows[i] for i in range(len(texts))])
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        with self._lock:
-            known = {i: self._known[t] for i, t in enumerate(texts) if t in self._known}
-        todo = [i for i in range(len(texts)) if i not in known]
-        fresh = self._call(self.inner.embed_documents, [texts[i] for i in todo]) if todo else []
+        known, todo, fresh = self._vectors(texts)
         out: list[list[float]] = [[] for _ in texts]
         for i, stored in known.items():
             out[i] = stored.tolist()
