@@ -129,9 +129,14 @@ def terms(text: str) -> list[str]:
     return TERM.findall(text)
 
 
+#: A contraction's or possessive's ending: "what's" is "what", "pytest's" is "pytest".
+_CLITIC = re.compile(r"'(?:s|re|ve|ll|d|m)$|n't$")
+
+
 def content_words(text: str) -> list[str]:
-    """Lower-cased terms that carry meaning (stopwords and 1-letter tokens dropped)."""
-    found = [w.lower().strip(".'") for w in terms(text)]
+    """Lower-cased terms that carry meaning (stopwords and 1-letter tokens dropped), each
+    without a contraction's or possessive's ending."""
+    found = [_CLITIC.sub("", w.lower().replace("’", "'").strip(".'")) for w in terms(text)]
     return [w for w in found if len(w) > 1 and w not in STOPWORDS]
 
 

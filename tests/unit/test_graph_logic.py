@@ -289,3 +289,15 @@ def test_query_rewriting_helpers() -> None:
     assert clean_query('Search query: "batch norm layer norm"\nextra') == "batch norm layer norm"
     query = keyword_query("Who won the 2022 Nobel Prize in Physics?")
     assert query == "won 2022 nobel prize physics"
+
+
+@pytest.mark.parametrize(
+    ("question", "query"),
+    [
+        ("What's the .json() method of a requests response?", "json method requests response"),
+        ("What’s singular value decomposition?", "singular value decomposition"),
+        ("Why doesn't pytest's tmp_path work?", "pytest tmp path work"),
+    ],
+)
+def test_a_contraction_or_possessive_leaves_only_its_word(question: str, query: str) -> None:
+    assert keyword_query(question) == query
