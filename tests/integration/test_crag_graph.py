@@ -141,6 +141,13 @@ def test_unanswerable_question_searches_then_declines(dev_home: Path) -> None:
     assert "web_search" in result["path"]
     assert result["answer"].startswith(prompts.NOT_FOUND)
     assert result["citations"] == []
+    # the decline says where the nearest miss was and how near it came
+    state = result["state"]
+    seen = [*state["docs"], *state["web_docs"]]
+    best = max(seen, key=lambda d: d["score"])
+    assert best["score"] < 0.6
+    assert f"The closest passage found, {best['source']}" in result["answer"]
+    assert f"scores {best['score']:.2f}; a source needs 0.60." in result["answer"]
 
 
 def test_external_none_declines_without_searching(dev_home: Path) -> None:

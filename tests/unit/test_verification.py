@@ -372,3 +372,27 @@ def test_the_product_a_source_is_about_is_named_by_the_source() -> None:
     question = "How long do I have to ask for a full refund of an annual Lumen subscription?"
     passage = "Full refunds of Annual subscriptions are given within 30 days of purchase."
     assert answer(question, passage, source="lumen_billing_refunds.pdf")["answered"] is True
+
+
+def test_a_decline_for_want_of_evidence_names_the_closest_passage() -> None:
+    """Nothing kept: the decline names the nearest passage and its score. A library
+    passage is no near miss where the library never names what is asked about."""
+    book: Passage = {"id": "b1", "text": "x", "origin": "library", "source": "book.pdf"}
+    library: Passage = {**book, "page": "8", "score": 0.81}
+    web: Passage = {"id": "w1", "text": "y", "origin": "external", "source": "guide.md"}
+    web["score"] = 0.52
+    ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="extractive")
+
+    def decline(**state: Any) -> str:
+        full: State = {"question": "How do I use pytest fixtures?", "kept_strips": [], **state}
+        update = asyncio.run(generate(full, runtime=Runtime(context=ctx)))
+        assert update["answered"] is False and update["decline_reason"] == "no evidence"
+        return str(update["answer"])
+
+    near = decline(docs=[{**library, "score": 0.55}], web_docs=[web])
+    closest = "The closest passage found, book.pdf, page 8, scores 0.55; a source needs 0.60."
+    assert near.endswith(f"({closest})")
+    unknown = decline(docs=[library], web_docs=[web], grades={"unknown": ["pytest"]})
+    assert "The library never mentions pytest. The closest passage found, guide.md," in unknown
+    assert "book.pdf" not in unknown
+    assert decline(web_error="timeout").endswith("(The external source failed: timeout)")

@@ -24,17 +24,18 @@ def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citatio
         where = doc.get("page") or doc.get("url") or doc.get("query") or ""
         key = (doc["origin"], doc["source"], where)
         if key not in groups:
-            citation: Citation = {
-                "n": len(groups) + 1,
-                "origin": doc["origin"],
-                "source": doc["source"],
-            }
-            for field in ("page", "url", "title", "query"):
-                if doc.get(field):
-                    citation[field] = doc[field]  # type: ignore[literal-required,unused-ignore]
-            groups[key] = (citation, [])
+            groups[key] = (citation_of(doc, len(groups) + 1), [])
         groups[key][1].append(strip)
     return list(groups.values())
+
+
+def citation_of(doc: Passage, n: int) -> Citation:
+    """Source `n`: where a reader finds the passage (file + page, or URL)."""
+    citation: Citation = {"n": n, "origin": doc["origin"], "source": doc["source"]}
+    for field in ("page", "url", "title", "query"):
+        if doc.get(field):
+            citation[field] = doc[field]  # type: ignore[literal-required,unused-ignore]
+    return citation
 
 
 def label(citation: Citation) -> str:

@@ -21,7 +21,7 @@ from crag.context import Context
 from crag.grading.conflicts import disagreement
 from crag.grading.constraints import Constraint, check, constraints, subjects
 from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.nodes.citations import CITE, number_sources, render_sources
+from crag.nodes.citations import CITE, citation_of, label, number_sources, render_sources
 from crag.nodes.trail import context_of, note, recorded
 from crag.nodes.verification import Draft, declined, verified
 from crag.state import Citation, Passage, State, Strip, documents_seen
@@ -218,14 +218,33 @@ async def answer(state: State, ctx: Context) -> dict[str, Any]:
     return with_conflicts(update, state, numbered)
 
 
+def nothing_found(state: State, ctx: Context) -> str:
+    """Why nothing reached the context, as the user reads it: the external source
+    failed, or the closest passage found and its score against the `lower` a source
+    needs (the library's only where it names what the question asks about), so a
+    reader knows where to look and how near it came."""
+    if failed := state.get("web_error"):
+        return f"(The external source failed: {failed})"
+    grades = state.get("grades")
+    unknown = grades["unknown"] if grades else []
+    library = [] if unknown else list(state.get("docs") or [])
+    seen = [d for d in [*library, *(state.get("web_docs") or [])] if "score" in d]
+    said = f"The library never mentions {', '.join(unknown)}." if unknown else ""
+    if seen:
+        best = max(seen, key=lambda d: d["score"])
+        said += (
+            f"{' ' if said else ''}The closest passage found, {label(citation_of(best, 1))}, "
+            f"scores {best['score']:.2f}; a source needs {ctx.grading.lower:.2f}."
+        )
+    return f"({said})" if said else ""
+
+
 async def _answer(state: State, ctx: Context) -> dict[str, Any]:
     """The draft (the chat model's, or the best strips quoted), then its verification."""
     question = state["question"]
     kept = state.get("kept_strips") or []
     if not kept:
-        failed = state.get("web_error")
-        reason = f"(The external source failed: {failed})" if failed else ""
-        return declined("no evidence", reason, "no supporting source: declined")
+        return declined("no evidence", nothing_found(state, ctx), "no supporting source: declined")
     numbered = number_sources(kept, documents_seen(state))
     asked = [*constraints(question), *subjects(question)] if ctx.generation.verify else []
     if ctx.models.chat_model == EXTRACTIVE:
