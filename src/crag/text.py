@@ -130,13 +130,24 @@ def terms(text: str) -> list[str]:
 
 
 #: A contraction's or possessive's ending: "what's" is "what", "pytest's" is "pytest".
-_CLITIC = re.compile(r"'(?:s|re|ve|ll|d|m)$|n't$")
+_CLITIC = re.compile(r"'(?:s|re|ve|ll|d|m)$")
+#: Negations whose verb is not what precedes "n't".
+_NEGATED = {"ca": "can", "wo": "will", "sha": "shall"}
+
+
+def bare_word(term: str) -> str:
+    """A term lower-cased, without a contraction's or possessive's ending ("doesn't" is
+    "does", "can't" is "can")."""
+    word = term.lower().replace("’", "'").strip(".'")
+    if word.endswith("n't"):
+        return _NEGATED.get(word[:-3], word[:-3])
+    return _CLITIC.sub("", word)
 
 
 def content_words(text: str) -> list[str]:
     """Lower-cased terms that carry meaning (stopwords and 1-letter tokens dropped), each
     without a contraction's or possessive's ending."""
-    found = [_CLITIC.sub("", w.lower().replace("’", "'").strip(".'")) for w in terms(text)]
+    found = [bare_word(w) for w in terms(text)]
     return [w for w in found if len(w) > 1 and w not in STOPWORDS]
 
 

@@ -297,6 +297,7 @@ def test_query_rewriting_helpers() -> None:
         ("What's the .json() method of a requests response?", "json method requests response"),
         ("What’s singular value decomposition?", "singular value decomposition"),
         ("Why doesn't pytest's tmp_path work?", "pytest tmp path work"),
+        ("I can't and won't import it", "import"),
     ],
 )
 def test_a_contraction_or_possessive_leaves_only_its_word(question: str, query: str) -> None:

@@ -220,9 +220,9 @@ async def answer(state: State, ctx: Context) -> dict[str, Any]:
 
 def nothing_found(state: State, ctx: Context) -> str:
     """Why nothing reached the context, as the user reads it: the external source
-    failed, or the closest passage found and its score against the `lower` a source
-    needs (the library's only where it names what the question asks about), so a
-    reader knows where to look and how near it came."""
+    failed, or the closest passage found, scoring under the `lower` a source needs (the
+    library's only where it names what the question asks about), so a reader knows
+    where to look and how near it came."""
     if failed := state.get("web_error"):
         return f"(The external source failed: {failed})"
     grades = state.get("grades")
@@ -230,8 +230,8 @@ def nothing_found(state: State, ctx: Context) -> str:
     library = [] if unknown else list(state.get("docs") or [])
     seen = [d for d in [*library, *(state.get("web_docs") or [])] if "score" in d]
     said = f"The library never mentions {', '.join(unknown)}." if unknown else ""
-    if seen:
-        best = max(seen, key=lambda d: d["score"])
+    best = max(seen, key=lambda d: d["score"], default=None)
+    if best is not None and best["score"] < ctx.grading.lower:
         said += (
             f"{' ' if said else ''}The closest passage found, {label(citation_of(best, 1))}, "
             f"scores {best['score']:.2f}; a source needs {ctx.grading.lower:.2f}."
