@@ -253,6 +253,38 @@ def word_forms(word: str) -> tuple[str, ...]:
     return word, word + "s", word + "es"
 
 
+#: British and American spellings of one word's ending, either way round.
+_SPELLING_PAIRS = (
+    ("isation", "ization"), ("ise", "ize"), ("ised", "ized"), ("ises", "izes"),
+    ("ising", "izing"), ("iser", "izer"), ("isers", "izers"), ("yse", "yze"),
+    ("ysed", "yzed"), ("ysing", "yzing"), ("our", "or"), ("ours", "ors"),
+    ("lled", "led"), ("lling", "ling"), ("ller", "ler"), ("tre", "ter"), ("tres", "ters"),
+    ("ogue", "og"), ("ogues", "ogs"), ("ence", "ense"),
+)  # fmt: skip
+_SPELLINGS = {a: b for a, b in _SPELLING_PAIRS} | {b: a for a, b in _SPELLING_PAIRS}
+_ENDING = re.compile("(" + "|".join(sorted(_SPELLINGS, key=len, reverse=True)) + ")$")
+#: The shortest stem whose ending is respelt ("ise" alone, in "rise", is no ending).
+_MIN_STEM = 4
+
+
+def respelt(word: str) -> str:
+    """A lower-case word in the other of British and American spelling ("normalisation",
+    "normalization"); the word itself where the two agree."""
+    if (end := _ENDING.search(word)) and end.start() >= _MIN_STEM - 1:
+        return word[: end.start()] + _SPELLINGS[end.group(1)]
+    return word
+
+
+def word_variants(word: str) -> tuple[str, ...]:
+    """A lower-case word as a text may also write it: respelt (`respelt`), and a past
+    participle as its verb ("convolved", "convolve"). Not an -ing form: "boosting" and
+    "pooling" name techniques that a text writing "boost" or "pool" need not know."""
+    found = [word, respelt(word)]
+    if word.endswith("ed") and len(word) - 2 >= _MIN_STEM:
+        found += [word[:-2], word[:-1]]  # "pretrained" -> "pretrain", "convolved" -> "convolve"
+    return tuple(dict.fromkeys(found))
+
+
 def named_pieces(phrase: str) -> list[list[str]]:
     """A phrase's words, each cut before its closing digits: what `named_pattern` matches
     literally, and so what a text that names the phrase contains."""
@@ -272,6 +304,10 @@ def named_pattern(phrase: str) -> re.Pattern[str] | None:
 
 
 def times_named(phrase: str, text: str) -> int:
-    """How many times `text` names `phrase`, in any usual spelling."""
-    pattern = named_pattern(phrase)
-    return len(pattern.findall(normalize(text).lower())) if pattern else 0
+    """How many times `text` names `phrase`, in any usual spelling (British or American
+    included)."""
+    normal = normalize(text).lower()
+    words = folded_words(phrase.replace("-", " "))
+    spellings = dict.fromkeys([" ".join(words), " ".join(respelt(w) for w in words)])
+    patterns = [named_pattern(p) for p in spellings]
+    return max((len(p.findall(normal)) for p in patterns if p), default=0)

@@ -26,6 +26,7 @@ from crag.retrieval.library import (
 )
 from crag.retrieval.library_index import LibraryIndex, library_index
 from crag.retrieval.store_errors import store_error
+from crag.text import times_named
 
 DOCS = {
     "dropout.md": "# Dropout\n\nDropout zeroes out a random fraction of hidden units during "
@@ -147,6 +148,26 @@ def test_mentions_count_how_often_one_chunk_names_a_phrase(ctx: Context) -> None
 def test_a_phrase_is_counted_in_every_spelling_a_substring_search_keeps() -> None:
     index = LibraryIndex(["The ℓ_2 penalty shrinks weights.", "No penalty here.", "L 2 penalty"])
     assert [index.most_mentions(p) for p in ("l2 penalty", "L2-penalty", "l3 penalty")] == [1, 1, 0]
+
+
+def test_a_british_or_american_spelling_or_a_participle_meets_the_library_s_word() -> None:
+    """A reader who writes "normalisation" asks about what an American book calls
+    "normalization" (and the reverse); "convolved" is met by "convolve". An -ing form is
+    not its verb: a library that says "boost" does not know "boosting"."""
+    index = LibraryIndex(
+        [
+            "Batch normalization re-centres activations; regularizers shrink weights.",
+            "We convolve the image with a kernel of the right colour.",
+            "Ensembles boost accuracy.",
+        ]
+    )
+    terms = ("normalisations", "regulariser", "batch-normalisation", "centers", "color")
+    for term in (*terms, "convolved"):
+        assert index.mentions(term), term
+    assert not index.mentions("boosting")
+    assert not index.mentions("layer-normalisation")
+    assert times_named("batch normalisation", "Batch normalization, batch-normalization") == 2
+    assert times_named("layer normalisation", "batch normalization") == 0
 
 
 def test_readers_reuse_a_handle_briefly_and_see_this_process_s_changes_at_once(

@@ -30,6 +30,7 @@ from crag.text import (
     sentence_key,
     split_sentences,
     word_forms,
+    word_variants,
 )
 
 if TYPE_CHECKING:
@@ -105,8 +106,18 @@ class LibraryIndex:
                 text = re.sub(spelled, "", text, count=1)
         return text.strip()
 
+    def written(self, word: str) -> str | None:
+        """How the library writes `word`: as given or in another usual form (singular or
+        plural, British or American spelling, a past participle's verb); None if in
+        none."""
+        for form in word_forms(word):
+            for variant in word_variants(form):
+                if variant in self.words:
+                    return variant
+        return None
+
     def has_word(self, word: str) -> bool:
-        return any(form in self.words for form in word_forms(word))
+        return self.written(word) is not None
 
     def mentions(self, term: str) -> bool:
         """Whether the library names `term` in any usual spelling: as written, joined
@@ -116,7 +127,8 @@ class LibraryIndex:
             return True
         if len(parts) == 1:
             return False
-        return all(self.has_word(p) for p in parts) and self.most_mentions(term) > 0
+        spelt = [self.written(p) for p in parts]
+        return all(spelt) and self.most_mentions(" ".join(w for w in spelt if w)) > 0
 
     def most_mentions(self, phrase: str) -> int:
         """The most times one chunk names `phrase` (plurals, hyphens and spaces alike).
