@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import string
 import unicodedata
 
 # --- one normal form for library text, questions and external results ----------------------
@@ -283,6 +284,26 @@ def word_variants(word: str) -> tuple[str, ...]:
     if word.endswith("ed") and len(word) - 2 >= _MIN_STEM:
         found += [word[:-2], word[:-1]]  # "pretrained" -> "pretrain", "convolved" -> "convolve"
     return tuple(dict.fromkeys(found))
+
+
+#: The shortest word a typing slip is looked for in: shorter words are too often another
+#: word one letter away ("attrs", "click").
+MIN_SLIP_LENGTH = 7
+
+
+def slips(word: str) -> set[str]:
+    """The lower-case words one typing slip from `word` (a letter dropped, added, changed,
+    or two neighbours swapped); empty for a word too short, or not lower-case letters
+    alone, to tell a slip from another word."""
+    if word != word.lower() or not word.isalpha() or len(word) < MIN_SLIP_LENGTH:
+        return set()
+    letters = string.ascii_lowercase
+    cuts = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    near = {a + b[1:] for a, b in cuts if b}
+    near |= {a + b[1] + b[0] + b[2:] for a, b in cuts if len(b) > 1}
+    near |= {a + c + b[1:] for a, b in cuts if b for c in letters}
+    near |= {a + c + b for a, b in cuts for c in letters}
+    return near - {word}
 
 
 def named_pieces(phrase: str) -> list[list[str]]:

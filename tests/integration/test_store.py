@@ -170,6 +170,25 @@ def test_a_british_or_american_spelling_or_a_participle_meets_the_library_s_word
     assert times_named("layer normalisation", "batch normalization") == 0
 
 
+def test_a_long_word_typed_with_one_slip_meets_a_word_of_several_chunks() -> None:
+    """ "dropuot" (two letters swapped) is the library's "dropout"; a word the library
+    writes in one chunk only ("boasting") mends no slip ("boosting" stays unknown), and
+    a short or capitalised word is not read as a slip."""
+    index = LibraryIndex(
+        [
+            "Dropout zeroes activations.",
+            "With dropout, a network overfits less.",
+            "A model boasting many parameters.",
+            "Our model has layers.",
+            "More layers.",
+        ]
+    )
+    assert index.mentions("dropuot") and index.mentions("droppout")
+    assert not index.mentions("boosting")
+    assert not index.mentions("Dropuot")
+    assert not index.mentions("layrs")
+
+
 def test_readers_reuse_a_handle_briefly_and_see_this_process_s_changes_at_once(
     ctx: Context, small_library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,16 +19,20 @@ import asyncio
 import functools
 import json
 import re
-import string
 from pathlib import Path
 
 from crag.context import Context
 from crag.retrieval.library_index import missing_terms
-from crag.text import STOPWORDS, normalize, split_sentences, terms, word_forms
+from crag.text import (
+    STOPWORDS,
+    normalize,
+    slips,
+    split_sentences,
+    terms,
+    word_forms,
+)
 
 _TOKENIZER = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
-#: Shorter words are too often another word one letter away ("attrs", "click").
-_MIN_SLIP_LENGTH = 7
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9]{1,5}")
 
 
@@ -73,19 +77,10 @@ async def coverage_gaps(question: str, ctx: Context) -> list[str]:
 def misspelt(term: str) -> bool:
     """A lower-case word one typing slip (a letter dropped, added, changed or two
     swapped) from an everyday word: "enviroment" is "environment", not a name."""
-    word = term.lower()
-    if term != word or not word.isalpha() or len(word) < _MIN_SLIP_LENGTH:
-        return False
     common = _common_words()
-    if any(form in common for form in word_forms(word)):
+    if any(form in common for form in word_forms(term)):
         return False
-    letters = string.ascii_lowercase
-    cuts = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-    near = {a + b[1:] for a, b in cuts if b}
-    near |= {a + b[1] + b[0] + b[2:] for a, b in cuts if len(b) > 1}
-    near |= {a + c + b[1:] for a, b in cuts if b for c in letters}
-    near |= {a + c + b for a, b in cuts for c in letters}
-    return any(form in common for w in near - {word} for form in word_forms(w))
+    return any(form in common for w in slips(term) for form in word_forms(w))
 
 
 def head_of(term: str) -> str:

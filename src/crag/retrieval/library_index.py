@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ from crag.text import (
     named_pieces,
     normalize,
     sentence_key,
+    slips,
     split_sentences,
     word_forms,
     word_variants,
@@ -72,16 +74,20 @@ class LibraryIndex:
             pairs = zip(sources, texts, strict=True)
             self.boilerplate = boilerplate((s, self.without_front_matter(t, s)) for s, t in pairs)
         self.texts = [normalize(t).lower() for t in texts]
-        # a Greek letter inside a formula may be typed glued ("2pisigma") or apart
-        spaced = [normalize(t, spaced_greek=True).lower() for t in texts if not t.isascii()]
-        words: set[str] = set()
-        for text in [*self.texts, *spaced]:
-            for word in folded_words(text):
+        chunks: Counter[str] = Counter()  # how many chunks write each word
+        for raw, text in zip(texts, self.texts, strict=True):
+            # a Greek letter inside a formula may be typed glued ("2pisigma") or apart
+            spaced = "" if raw.isascii() else normalize(raw, spaced_greek=True).lower()
+            words: set[str] = set()
+            for word in [*folded_words(text), *folded_words(spaced)]:
                 words.add(word)
                 if "-" in word:  # "tf-idf" is also "tf idf" and "tfidf"
                     words.update(word.split("-"))
                     words.add(word.replace("-", ""))
-        self.words = frozenset(words)
+            chunks.update(words)
+        self.words = frozenset(chunks)
+        #: Words of one chunk only: too weak to mend a typing slip to.
+        self.once = frozenset(w for w, n in chunks.items() if n == 1)
 
     def without_front_matter(self, text: str, source: str) -> str:
         """`text` without the title block of document `source`, if it opens with it."""
@@ -121,12 +127,15 @@ class LibraryIndex:
 
     def mentions(self, term: str) -> bool:
         """Whether the library names `term` in any usual spelling: as written, joined
-        ("tfidf"), or its words side by side ("tf idf", "layer\nnormalization")."""
+        ("tfidf"), its words side by side ("tf idf", "layer\nnormalization"), or, for a
+        long lower-case word, with one typing slip mended ("dropuot" is "dropout"). A
+        slip is mended only to a word of several chunks: "boosting" is one slip from
+        "boasting", which a book may write once."""
         parts = folded_words(term.replace("-", " "))
         if not parts or self.has_word("".join(parts)):
             return True
         if len(parts) == 1:
-            return False
+            return any(w in self.words and w not in self.once for w in slips(term))
         spelt = [self.written(p) for p in parts]
         return all(spelt) and self.most_mentions(" ".join(w for w in spelt if w)) > 0
 
