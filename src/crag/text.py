@@ -133,13 +133,13 @@ def terms(text: str) -> list[str]:
 #: A contraction's or possessive's ending: "what's" is "what", "pytest's" is "pytest".
 _CLITIC = re.compile(r"'(?:s|re|ve|ll|d|m)$")
 #: Negations whose verb is not what precedes "n't".
-_NEGATED = {"ca": "can", "wo": "will", "sha": "shall"}
+_NEGATED = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}
 
 
 def bare_word(term: str) -> str:
     """A term lower-cased, without a contraction's or possessive's ending ("doesn't" is
     "does", "can't" is "can")."""
-    word = term.lower().replace("’", "'").strip(".'")
+    word = term.lower().strip(".'")
     if word.endswith("n't"):
         return _NEGATED.get(word[:-3], word[:-3])
     return _CLITIC.sub("", word)
@@ -260,20 +260,32 @@ _SPELLING_PAIRS = (
     ("ising", "izing"), ("iser", "izer"), ("isers", "izers"), ("yse", "yze"),
     ("ysed", "yzed"), ("ysing", "yzing"), ("our", "or"), ("ours", "ors"),
     ("lled", "led"), ("lling", "ling"), ("ller", "ler"), ("tre", "ter"), ("tres", "ters"),
-    ("ogue", "og"), ("ogues", "ogs"), ("ence", "ense"),
+    ("ence", "ense"),
 )  # fmt: skip
 _SPELLINGS = {a: b for a, b in _SPELLING_PAIRS} | {b: a for a, b in _SPELLING_PAIRS}
 _ENDING = re.compile("(" + "|".join(sorted(_SPELLINGS, key=len, reverse=True)) + ")$")
-#: The shortest stem whose ending is respelt ("ise" alone, in "rise", is no ending).
-_MIN_STEM = 4
+#: The fewest letters before an ending that is respelt ("rise" has no "-ise" ending).
+_MIN_RESPELT_STEM = 3
+#: The fewest letters of a verb a past participle is read as ("pretrained": "pretrain").
+_MIN_VERB = 4
+
+
+def _spelling_ending(word: str) -> re.Match[str] | None:
+    end = _ENDING.search(word)
+    return end if end and end.start() >= _MIN_RESPELT_STEM else None
 
 
 def respelt(word: str) -> str:
     """A lower-case word in the other of British and American spelling ("normalisation",
     "normalization"); the word itself where the two agree."""
-    if (end := _ENDING.search(word)) and end.start() >= _MIN_STEM - 1:
-        return word[: end.start()] + _SPELLINGS[end.group(1)]
-    return word
+    end = _spelling_ending(word)
+    return word[: end.start()] + _SPELLINGS[end.group(1)] if end else word
+
+
+def _unspelt(word: str) -> str:
+    """What a word's British and American spellings share ("normali")."""
+    end = _spelling_ending(word)
+    return word[: end.start()] if end else word
 
 
 def word_variants(word: str) -> tuple[str, ...]:
@@ -281,54 +293,70 @@ def word_variants(word: str) -> tuple[str, ...]:
     participle as its verb ("convolved", "convolve"). Not an -ing form: "boosting" and
     "pooling" name techniques that a text writing "boost" or "pool" need not know."""
     found = [word, respelt(word)]
-    if word.endswith("ed") and len(word) - 2 >= _MIN_STEM:
-        found += [word[:-2], word[:-1]]  # "pretrained" -> "pretrain", "convolved" -> "convolve"
+    if word.endswith("ed") and len(word) - 2 >= _MIN_VERB:
+        found += [word[:-2], word[:-1]]
     return tuple(dict.fromkeys(found))
 
 
 #: The shortest word a typing slip is looked for in: shorter words are too often another
-#: word one letter away ("attrs", "click").
-MIN_SLIP_LENGTH = 7
+#: word one letter away ("attrs", "click"); one longer than the longest is no word.
+MIN_SLIP_LENGTH, MAX_SLIP_LENGTH = 7, 40
 
 
-def slips(word: str) -> set[str]:
-    """The lower-case words one typing slip from `word` (a letter dropped, added, changed,
-    or two neighbours swapped); empty for a word too short, or not lower-case letters
-    alone, to tell a slip from another word."""
-    if word != word.lower() or not word.isalpha() or len(word) < MIN_SLIP_LENGTH:
+def slips(word: str, *, same_letters: bool = False) -> set[str]:
+    """The lower-case words one typing slip from `word`: a letter dropped, added or
+    changed, or two neighbours swapped; with `same_letters`, only two neighbours swapped
+    or a letter doubled or undoubled ("dropuot", "droppout"), so that names one letter
+    apart ("resnext" and "resnet", "wavenet" and "wavelet") stay apart. Empty for a word
+    too short or too long, or not lower-case letters alone."""
+    if word != word.lower() or not word.isalpha():
         return set()
-    letters = string.ascii_lowercase
+    if not MIN_SLIP_LENGTH <= len(word) <= MAX_SLIP_LENGTH:
+        return set()
     cuts = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-    near = {a + b[1:] for a, b in cuts if b}
-    near |= {a + b[1] + b[0] + b[2:] for a, b in cuts if len(b) > 1}
-    near |= {a + c + b[1:] for a, b in cuts if b for c in letters}
-    near |= {a + c + b for a, b in cuts for c in letters}
+    near = {a + b[1] + b[0] + b[2:] for a, b in cuts if len(b) > 1}
+    if same_letters:
+        near |= {a + b[1:] for a, b in cuts if a and b and a[-1] == b[0]}
+        near |= {a + b[0] + b for a, b in cuts if b}
+    else:
+        letters = string.ascii_lowercase
+        near |= {a + b[1:] for a, b in cuts if b}
+        near |= {a + c + b[1:] for a, b in cuts if b for c in letters}
+        near |= {a + c + b for a, b in cuts for c in letters}
     return near - {word}
 
 
-def named_pieces(phrase: str) -> list[list[str]]:
-    """A phrase's words, each cut before its closing digits: what `named_pattern` matches
-    literally, and so what a text that names the phrase contains."""
+def _digit_pieces(word: str) -> list[str]:
     # "l2" is also written with its digit as a subscript: "ℓ_2", "L 2"
-    return [re.split(r"(?<=[a-z])(?=\d)", w) for w in folded_words(phrase.replace("-", " "))]
+    return re.split(r"(?<=[a-z])(?=\d)", word)
+
+
+def named_pieces(phrase: str) -> list[list[str]]:
+    """A phrase's words, each cut before its closing digits and to what its British and
+    American spellings share: what a text that names the phrase (`named_pattern`)
+    contains."""
+    return [_digit_pieces(_unspelt(w)) for w in folded_words(phrase.replace("-", " "))]
 
 
 def named_pattern(phrase: str) -> re.Pattern[str] | None:
-    """A phrase as normal-form text may write it: between its words (and before a
-    word's closing digits) spaces, line breaks, hyphens or other punctuation ("u.s.",
-    "l_2"), and a plural at the end."""
-    words = named_pieces(phrase)
+    """A phrase as normal-form text may write it: each word in British or American
+    spelling, between its words (and before a word's closing digits) spaces, line
+    breaks, hyphens or other punctuation ("u.s.", "l_2"), and a plural at the end."""
+    words = folded_words(phrase.replace("-", " "))
     if not words:
         return None
-    parts = [r"[\W_]*".join(map(re.escape, pieces)) for pieces in words]
-    return re.compile(r"(?<![a-z0-9])" + r"[\W_]*".join(parts) + r"(?:s|es)?(?![a-z0-9])")
+
+    def spelt(word: str) -> str:
+        ways = sorted(
+            r"[\W_]*".join(map(re.escape, _digit_pieces(w))) for w in {word, respelt(word)}
+        )
+        return ways[0] if len(ways) == 1 else "(?:" + "|".join(ways) + ")"
+
+    body = r"[\W_]*".join(spelt(w) for w in words)
+    return re.compile(r"(?<![a-z0-9])" + body + r"(?:s|es)?(?![a-z0-9])")
 
 
 def times_named(phrase: str, text: str) -> int:
-    """How many times `text` names `phrase`, in any usual spelling (British or American
-    included)."""
-    normal = normalize(text).lower()
-    words = folded_words(phrase.replace("-", " "))
-    spellings = dict.fromkeys([" ".join(words), " ".join(respelt(w) for w in words)])
-    patterns = [named_pattern(p) for p in spellings]
-    return max((len(p.findall(normal)) for p in patterns if p), default=0)
+    """How many times `text` names `phrase`, in any usual spelling."""
+    pattern = named_pattern(phrase)
+    return len(pattern.findall(normalize(text).lower())) if pattern else 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,7 +148,8 @@ def test_unanswerable_question_searches_then_declines(dev_home: Path) -> None:
     best = max(seen, key=lambda d: d["score"])
     assert best["score"] < 0.6
     assert f"The closest passage found, {best['source']}" in result["answer"]
-    assert f"scores {best['score']:.2f}; a source needs 0.60." in result["answer"]
+    shown = math.floor(best["score"] * 100 + 1e-9) / 100  # never rounded up to `lower`
+    assert f"scores {shown:.2f}; a source needs 0.60." in result["answer"]
 
 
 def test_external_none_declines_without_searching(dev_home: Path) -> None:

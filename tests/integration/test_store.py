@@ -166,8 +166,12 @@ def test_a_british_or_american_spelling_or_a_participle_meets_the_library_s_word
         assert index.mentions(term), term
     assert not index.mentions("boosting")
     assert not index.mentions("layer-normalisation")
-    assert times_named("batch normalisation", "Batch normalization, batch-normalization") == 2
+    assert times_named("batch normalisation", "Batch normalization, batch-normalisation") == 2
+    assert times_named("colour normalisation", "color normalization") == 1
     assert times_named("layer normalisation", "batch normalization") == 0
+    # a phrase is found in the spelling it is written in, whatever the library's first
+    mixed = ["Batch normalization helps.", "Batch normalization again.", "'normalisation'"]
+    assert LibraryIndex(mixed).mentions("batch-normalisation")
 
 
 def test_a_long_word_typed_with_one_slip_meets_a_word_of_several_chunks() -> None:
@@ -184,9 +188,13 @@ def test_a_long_word_typed_with_one_slip_meets_a_word_of_several_chunks() -> Non
         ]
     )
     assert index.mentions("dropuot") and index.mentions("droppout")
+    assert index.mentions("dropuots")  # a slip of the plural
     assert not index.mentions("boosting")
     assert not index.mentions("Dropuot")
     assert not index.mentions("layrs")
+    # names a letter apart are other names, however often the library writes its own
+    twice = LibraryIndex(["ResNet is deep.", "A ResNet block.", "A wavelet.", "Wavelet bases."])
+    assert not twice.mentions("resnext") and not twice.mentions("wavenet")
 
 
 def test_readers_reuse_a_handle_briefly_and_see_this_process_s_changes_at_once(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -234,7 +235,8 @@ def nothing_found(state: State, ctx: Context) -> str:
     if best is not None and best["score"] < ctx.grading.lower:
         said += (
             f"{' ' if said else ''}The closest passage found, {label(citation_of(best, 1))}, "
-            f"scores {best['score']:.2f}; a source needs {ctx.grading.lower:.2f}."
+            f"scores {math.floor(best['score'] * 100 + 1e-9) / 100:.2f}; a source needs "
+            f"{ctx.grading.lower:.2f}."
         )
     return f"({said})" if said else ""
 

@@ -128,16 +128,17 @@ class LibraryIndex:
     def mentions(self, term: str) -> bool:
         """Whether the library names `term` in any usual spelling: as written, joined
         ("tfidf"), its words side by side ("tf idf", "layer\nnormalization"), or, for a
-        long lower-case word, with one typing slip mended ("dropuot" is "dropout"). A
-        slip is mended only to a word of several chunks: "boosting" is one slip from
-        "boasting", which a book may write once."""
+        long lower-case word, with one slip of its letters mended ("dropuot" is
+        "dropout"). A slip is mended only to a word of several chunks: "boosting" is one
+        slip from "boasting", which a book may write once."""
         parts = folded_words(term.replace("-", " "))
         if not parts or self.has_word("".join(parts)):
             return True
         if len(parts) == 1:
-            return any(w in self.words and w not in self.once for w in slips(term))
-        spelt = [self.written(p) for p in parts]
-        return all(spelt) and self.most_mentions(" ".join(w for w in spelt if w)) > 0
+            near = slips(term, same_letters=True)
+            forms = {form for word in near for form in word_forms(word)}
+            return any(w in self.words and w not in self.once for w in forms)
+        return all(self.has_word(p) for p in parts) and self.most_mentions(term) > 0
 
     def most_mentions(self, phrase: str) -> int:
         """The most times one chunk names `phrase` (plurals, hyphens and spaces alike).
