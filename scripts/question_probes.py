@@ -1,12 +1,20 @@
-"""A dev library's questions in British spelling (docs/evaluation.md): the probe of how
-crag reads a reader who writes "regularisation" of a book that writes "regularization".
+"""A dev library's questions as other readers write them (docs/evaluation.md): the probes
+of how crag reads a question in British spelling, or typed with a slip.
 
-    python scripts/british_spelling.py ../shared/eval OUT/eval
+    python scripts/question_probes.py british ../shared/eval OUT/eval
+    python scripts/question_probes.py slips ../shared/eval OUT/eval
 
 OUT/eval links the library's books, external sources and labelled pairs and holds its
-questions respelt: -ize, -ization, -yze and their forms as -ise, -isation, -yse, and a
-few words of their own ("color", "modeling", "center"); names with "size" in them
-("maxsize") are left alone. It prints each question changed. Then, for example:
+questions rewritten, printing each question changed:
+
+- `british`: -ize, -ization, -yze and their forms as -ise, -isation, -yse, and a few
+  words of their own ("color", "modeling", "center"); names with "size" in them
+  ("maxsize") are left alone;
+- `slips`: each question's longest lower-case specific word of seven letters or more
+  (the words the coverage check asks the library about) typed with its two middle
+  letters swapped.
+
+Then, for example:
 
     crag eval d2l=OUT/eval pydocs=OUT/eval-pydocs --held-out --eval-home .crag-eval --no-llm
 """
@@ -16,7 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+
+from crag.grading.coverage import specific_terms
 
 WORDS = {
     "color": "colour",
@@ -37,7 +48,7 @@ IZE = re.compile(r"^(.{3,}?)(iz|yz)(ation|ations|e|es|ed|ing|er|ers)$")
 LINKED = ("books", "external", "grader_pairs.jsonl", "README.md")
 
 
-def british(word: str) -> str:
+def _british_word(word: str) -> str:
     low = word.lower()
     for us, gb in WORDS.items():
         if low in (us, us + "s"):
@@ -48,11 +59,30 @@ def british(word: str) -> str:
     return word
 
 
+def british(question: str) -> str:
+    return re.sub(r"[A-Za-z]+", lambda m: _british_word(m.group(0)), question)
+
+
+def with_slip(question: str) -> str:
+    words = [t for t in specific_terms(question) if t.isalpha() and t.islower() and len(t) >= 7]
+    if not words:
+        return question
+    word = max(words, key=len)
+    i = len(word) // 2
+    slipped = word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+    return re.sub(rf"\b{re.escape(word)}\b", slipped, question, count=1)
+
+
+PROBES: dict[str, Callable[[str], str]] = {"british": british, "slips": with_slip}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("probe", choices=sorted(PROBES))
     parser.add_argument("library", type=Path)
     parser.add_argument("out", type=Path)
     args = parser.parse_args()
+    rewrite = PROBES[args.probe]
     args.out.mkdir(parents=True, exist_ok=True)
     for name in LINKED:
         if (args.library / name).exists() and not (args.out / name).exists():
@@ -60,10 +90,10 @@ def main() -> None:
     rows = []
     for line in (args.library / "questions.jsonl").read_text(encoding="utf-8").splitlines():
         question = json.loads(line)
-        respelt = re.sub(r"[A-Za-z]+", lambda m: british(m.group(0)), question["question"])
-        if respelt != question["question"]:
-            print(f"{question['question']}\n  -> {respelt}")
-        rows.append(json.dumps({**question, "question": respelt}))
+        changed = rewrite(question["question"])
+        if changed != question["question"]:
+            print(f"{question['question']}\n  -> {changed}")
+        rows.append(json.dumps({**question, "question": changed}))
     (args.out / "questions.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
