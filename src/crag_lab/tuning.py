@@ -146,15 +146,13 @@ class Graded:
         """What refine would get at these thresholds (`knowledge_for` of the verdict)."""
         decision = decide(self.grades, upper, lower, self.gap)
         scores = self.grades["scores"]
-        good = [cast(Passage, {**self.docs[i], "score": scores[i]}) for i in decision.good]
+        scored = [cast(Passage, {**d, "score": s}) for d, s in zip(self.docs, scores, strict=True)]
         state: State = {
             "question": self.question["question"],
             "verdict": decision.verdict,
-            "docs": [
-                cast(Passage, {**d, "score": s}) for d, s in zip(self.docs, scores, strict=True)
-            ],
+            "docs": scored,
             "route": "fast" if decision.fast else "full",
-            "good_docs": good,
+            "good_docs": [scored[i] for i in decision.good],
             "web_docs": self.web_docs,
         }
         return knowledge_for(state, lower)

@@ -112,18 +112,10 @@ class LibraryIndex:
                 text = re.sub(spelled, "", text, count=1)
         return text.strip()
 
-    def written(self, word: str) -> str | None:
-        """How the library writes `word`: as given or in another usual form (singular or
-        plural, British or American spelling, a past participle's verb); None if in
-        none."""
-        for form in word_forms(word):
-            for variant in word_variants(form):
-                if variant in self.words:
-                    return variant
-        return None
-
     def has_word(self, word: str) -> bool:
-        return self.written(word) is not None
+        """Whether the library writes `word` as given or in another usual form (singular
+        or plural, British or American spelling, a past participle's verb)."""
+        return any(v in self.words for form in word_forms(word) for v in word_variants(form))
 
     def mentions(self, term: str) -> bool:
         """Whether the library names `term` in any usual spelling: as written, joined
