@@ -1,5 +1,5 @@
 """A dev library's questions as other readers write them (docs/evaluation.md): the probes
-of how crag reads a question in British spelling, or typed with a slip.
+of how crag reads a question in British spelling, typed with a slip, or in lower case.
 
     python scripts/question_probes.py british ../shared/eval OUT/eval
     python scripts/question_probes.py slips ../shared/eval OUT/eval
@@ -12,7 +12,8 @@ questions rewritten, printing each question changed:
   ("maxsize") are left alone;
 - `slips`: each question's longest lower-case specific word of seven letters or more
   (the words the coverage check asks the library about) typed with its two middle
-  letters swapped.
+  letters swapped;
+- `lower`: the whole question in lower case, as people type into a search box.
 
 Then, for example:
 
@@ -73,7 +74,11 @@ def with_slip(question: str) -> str:
     return re.sub(rf"\b{re.escape(word)}\b", slipped, question, count=1)
 
 
-PROBES: dict[str, Callable[[str], str]] = {"british": british, "slips": with_slip}
+PROBES: dict[str, Callable[[str], str]] = {
+    "british": british,
+    "slips": with_slip,
+    "lower": str.lower,
+}
 
 
 def main() -> None:

@@ -367,6 +367,28 @@ def test_only_another_of_the_kind_asked_contradicts(question: str, passage: str)
     assert answer(question, passage)["answered"] is True
 
 
+def test_what_the_library_never_writes_must_be_named_however_it_is_typed(
+    library_never_names: set[str],
+) -> None:
+    """A one-part question about a thing the library never writes ("catboost", typed in
+    lower case, as no name) is not answered by a passage about something else."""
+    library_never_names.add("catboost")
+    question = "how does catboost encode categorical features?"
+    grades: Any = {"unknown": ["catboost"]}
+    other = "HistGradientBoosting has native support for categorical features."
+    doc: Passage = {"id": "d1", "text": other, "origin": "external", "source": "guide.md"}
+    state: State = {"question": question, "web_docs": [doc], "grades": grades}
+    state["kept_strips"] = [{"doc_id": "d1", "position": 0, "text": other, "score": 0.9}]
+    ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="extractive")
+    got = asyncio.run(generate(state, runtime=Runtime(context=ctx)))
+    assert got["answered"] is False and got["decline_reason"] == "constraints unmet"
+    assert "do not mention catboost" in got["answer"]
+    named = "CatBoost encodes categorical features with ordered target statistics."
+    state["web_docs"] = [{**doc, "text": named}]
+    state["kept_strips"] = [{"doc_id": "d1", "position": 0, "text": named, "score": 0.9}]
+    assert asyncio.run(generate(state, runtime=Runtime(context=ctx)))["answered"] is True
+
+
 def test_the_product_a_source_is_about_is_named_by_the_source() -> None:
     # the billing guide never repeats "Lumen": its file name does
     question = "How long do I have to ask for a full refund of an annual Lumen subscription?"

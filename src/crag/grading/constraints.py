@@ -108,8 +108,13 @@ def constraints(question: str) -> list[Constraint]:
             and is_specific(term)
             and not any(n in term.lower() for n in numbers)
         ):
-            found.append(Constraint("name", " ".join(folded_words(term.replace("-", " ")))))
+            found.append(named(term))
     return list(dict.fromkeys(c for c in found if c.value))
+
+
+def named(term: str) -> Constraint:
+    """A name as a constraint, in normal form ("scikit-learn": "scikit learn")."""
+    return Constraint("name", " ".join(folded_words(term.replace("-", " "))))
 
 
 # "the Team plan", "the Winter Olympics": a capitalised word that picks one of a kind

@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 from crag import cache, prompts
 from crag.context import Context
 from crag.grading.conflicts import disagreement
-from crag.grading.constraints import Constraint, check, constraints, subjects
+from crag.grading.constraints import Constraint, check, constraints, named, subjects
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.citations import CITE, citation_of, label, number_sources, render_sources
 from crag.nodes.trail import context_of, note, recorded
@@ -241,6 +241,16 @@ def nothing_found(state: State, ctx: Context) -> str:
     return f"({said})" if said else ""
 
 
+def asked_of(state: State) -> list[Constraint]:
+    """What the evidence must meet: the question's years, versions, names and subjects,
+    and the thing a one-part question asks about that the library never writes, however
+    it is typed ("catboost" as much as "CatBoost")."""
+    grades = state.get("grades")
+    asked = [*constraints(state["question"]), *subjects(state["question"])]
+    never = [named(t) for t in (grades["unknown"] if grades else [])]
+    return list(dict.fromkeys([*asked, *never]))
+
+
 async def _answer(state: State, ctx: Context) -> dict[str, Any]:
     """The draft (the chat model's, or the best strips quoted), then its verification."""
     question = state["question"]
@@ -248,7 +258,7 @@ async def _answer(state: State, ctx: Context) -> dict[str, Any]:
     if not kept:
         return declined("no evidence", nothing_found(state, ctx), "no supporting source: declined")
     numbered = number_sources(kept, documents_seen(state))
-    asked = [*constraints(question), *subjects(question)] if ctx.generation.verify else []
+    asked = asked_of(state) if ctx.generation.verify else []
     if ctx.models.chat_model == EXTRACTIVE:
         text = extractive_answer(numbered, asked=asked)
         return await verified(state, ctx, Draft(text, "extractive", False, False), numbered, asked)
