@@ -131,18 +131,23 @@ def terms(text: str) -> list[str]:
 
 
 #: A contraction's or possessive's ending: "what's" is "what", "pytest's" is "pytest".
-_CLITIC = re.compile(r"'(?:s|re|ve|ll|d|m)$")
+_CLITIC = re.compile(r"'(?:s|re|ve|ll|d|m)$", re.IGNORECASE)
 #: Negations whose verb is not what precedes "n't".
 _NEGATED = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}
 
 
-def bare_word(term: str) -> str:
-    """A term lower-cased, without a contraction's or possessive's ending ("doesn't" is
-    "does", "can't" is "can")."""
-    word = term.lower().strip(".'")
-    if word.endswith("n't"):
-        return _NEGATED.get(word[:-3], word[:-3])
+def without_clitic(term: str) -> str:
+    """A term without a contraction's or possessive's ending, as written ("CatBoost's"
+    is "CatBoost", "doesn't" is "does", "can't" is "can")."""
+    word = term.strip(".'")
+    if word.lower().endswith("n't"):
+        return _NEGATED.get(word[:-3].lower(), word[:-3])
     return _CLITIC.sub("", word)
+
+
+def bare_word(term: str) -> str:
+    """A term lower-cased, without a contraction's or possessive's ending."""
+    return without_clitic(term).lower()
 
 
 def content_words(text: str) -> list[str]:

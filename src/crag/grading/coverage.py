@@ -29,6 +29,7 @@ from crag.text import (
     slips,
     split_sentences,
     terms,
+    without_clitic,
     word_forms,
 )
 
@@ -40,7 +41,7 @@ def key_terms(question: str) -> list[str]:
     """Words of the question that carry its topic: what a library must know to answer."""
     found = []
     for word in terms(normalize(question)):
-        bare = re.sub(r"['’]s$", "", word).strip(".'’")
+        bare = without_clitic(word)
         if len(bare) > 2 and bare.lower() not in STOPWORDS:
             found.append(bare)
     return list(dict.fromkeys(found))

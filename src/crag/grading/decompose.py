@@ -25,7 +25,7 @@ from crag import prompts
 from crag.context import Context
 from crag.grading.constraints import Constraint, when
 from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.text import STOPWORDS, content_words, normalize, terms
+from crag.text import STOPWORDS, content_words, normalize, terms, without_clitic
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def comparison(question: str) -> tuple[list[str], tuple[int, int]] | None:
 def _context_words(text: str) -> list[str]:
     """The words of the question outside the comparison that say what is asked about
     each side ("pricing and features of ..."), less those of comparing."""
-    bare = (re.sub(r"['’](?:s|re|ve|ll|d)$", "", w) for w in terms(text))
+    bare = (without_clitic(w) for w in terms(text))
     found = [w for w in bare if len(w) > 2 and w.lower() not in STOPWORDS | _COMPARING | _ASKING]
     return list(dict.fromkeys(found))
 
