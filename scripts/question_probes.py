@@ -1,5 +1,6 @@
 """A dev library's questions as other readers write them (docs/evaluation.md): the probes
-of how crag reads a question in British spelling, typed with a slip, or in lower case.
+of how crag reads a question in British spelling, typed with a slip, in lower case, or
+put in other words.
 
     python scripts/question_probes.py british ../shared/eval OUT/eval
     python scripts/question_probes.py slips ../shared/eval OUT/eval
@@ -13,7 +14,11 @@ questions rewritten, printing each question changed:
 - `slips`: each question's longest lower-case specific word of seven letters or more
   (the words the coverage check asks the library about) typed with its two middle
   letters swapped;
-- `lower`: the whole question in lower case, as people type into a search box.
+- `lower`: the whole question in lower case, as people type into a search box;
+- `paraphrase`: the question in other words, written by the local model (temperature
+  0, about 3 s a question on two cores). A rewrite that drops one of the question's
+  numbers, code names, capitalised names, years or versions is not used: the question
+  stays as written, so the labels still hold.
 
 Then, for example:
 
@@ -28,6 +33,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from crag.grading.constraints import when
 from crag.grading.coverage import specific_terms
 
 WORDS = {
@@ -74,10 +80,36 @@ def with_slip(question: str) -> str:
     return re.sub(rf"\b{re.escape(word)}\b", slipped, question, count=1)
 
 
+PARAPHRASE = (
+    "You rewrite questions. Rewrite the user's question the way a different person would "
+    "ask it: use other words and another sentence structure, but keep its exact meaning, "
+    "and keep every name, product, number, year, version and code identifier exactly as "
+    "written. If it asks two things, ask both. Reply with the rewritten question only."
+)
+# what a rewrite must keep: dotted or underscored code names, words with digits, names
+# with inner capitals ("urllib.request", "__slots__", "Q3", "AdaBoost")
+_KEPT = re.compile(r"[A-Za-z_][\w.]*[._][\w.()]+|\b\w*\d\w*\b|\b[A-Z][A-Za-z]*[A-Z]\w*\b")
+
+
+def paraphrase(question: str) -> str:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from crag.models.chat import make_chat_model
+
+    model = make_chat_model("local", max_tokens=80)
+    reply = model.invoke([SystemMessage(PARAPHRASE), HumanMessage(question)]).content
+    lines = str(reply).strip().strip('"').splitlines()
+    rewrite = lines[0].strip() if lines else ""
+    kept = all(t.lower() in rewrite.lower() for t in _KEPT.findall(question))
+    same = {c.value for c in when(question)} <= {c.value for c in when(rewrite)}
+    return rewrite if kept and same and len(rewrite) > 10 else question
+
+
 PROBES: dict[str, Callable[[str], str]] = {
     "british": british,
     "slips": with_slip,
     "lower": str.lower,
+    "paraphrase": paraphrase,
 }
 
 
