@@ -241,6 +241,12 @@ def test_question_constraints_and_the_evidence_that_meets_them() -> None:
 
 def test_key_terms_drop_question_words_and_possessives() -> None:
     assert key_terms("What was Tesla's revenue in 2023?") == ["Tesla", "revenue", "2023"]
+    # a contraction leaves its word, which may be a stopword; a name keeps its capitals
+    assert key_terms("Why doesn't CatBoost's encoder overfit? We'd like it") == [
+        "CatBoost",
+        "encoder",
+        "overfit",
+    ]
     assert key_terms("What is the difference between AdaGrad and AdaBoost?") == [
         "AdaGrad",
         "AdaBoost",
