@@ -346,6 +346,7 @@ def system_metrics(
     answerable = [(q, r) for q, r in ok if q["category"] in ANSWERABLE]
     supported = [support_hit(q, r["context"]) for q, r in answerable]
     from_file = [support_file_hit(q, r["context"]) for q, r in answerable]
+    found = [support_hit(q, r.get("candidates") or []) for q, r in answerable]
     with_answers = [(q, r) for q, r in answerable if q["answers"]]
     partial = [full_support(q, r["context"]) for q, r in ok if q["category"] == "partial"]
     nothing = [r for q, r in ok if q["category"] == "none"]
@@ -377,6 +378,7 @@ def system_metrics(
         "by_category": by_category,
         "support_recall": _rate(supported),
         "support_recall_file": _rate(from_file),
+        "support_recall_candidates": _rate(found),
         "support_n": len(supported),
         "partial_full_support": _rate(partial),
         "answer_containment": _rate(

@@ -2,7 +2,8 @@
 
 A record is `crag.api.summary(state)` plus what the metrics need and the summary
 leaves out: the final context (the strips handed to the generator, with the file
-or page they came from), token counts, and the wall time of the whole question.
+or page they came from), the candidates read before it (library chunks and search
+results, with their text), token counts, and the wall time of the whole question.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def with_context(
     return {
         **result,
         "context": context,
+        # what the system read before refining: whether the evidence was there at all
+        "candidates": [{"source": str(p.get("source", "?")), "text": p["text"]} for p in retrieved],
         "context_tokens": sum(tokens(e["text"]) for e in context),
         "retrieved_tokens": sum(tokens(p["text"]) for p in retrieved),
         "seconds": round(seconds, 4),

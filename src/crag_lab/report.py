@@ -21,7 +21,9 @@ DEFINITIONS = """\
   partial) whose final context (the strips handed to the generator) has a strip holding one
   of `answers` or a `support` entry's evidence phrase (`hint`; normal form, case and spacing
   aside). **(a support file in context)**: looser, a strip from a labelled support document
-  (same file name) also counts.
+  (same file name) also counts. **(evidence among the candidates)**: the same test over
+  everything the system read before refining (the graded library chunks and search
+  results): whether the evidence was found at all, whatever refinement kept.
 - **partial: both sources in context**: share of partial questions whose context holds a
   support document from every corpus their `support` names (books and external).
 - **answer containment**: share of answerable questions with `answers` whose answer contains
@@ -79,6 +81,10 @@ def systems_table(systems: Mapping[str, Mapping[str, Any]]) -> str:
         row("partial: verdict accuracy", lambda m: m["by_category"]["partial"]["verdict_accuracy"]),
         row("support recall (evidence in context)", lambda m: m["support_recall"]),
         row("support recall (a support file in context)", lambda m: m["support_recall_file"]),
+        row(
+            "support recall (evidence among the candidates)",
+            lambda m: m.get("support_recall_candidates"),
+        ),
         row("partial: both sources in context", lambda m: m["partial_full_support"]),
         row(
             "answer containment",

@@ -190,6 +190,7 @@ def _record(verdict: str | None, answer: str, context: list[dict[str, Any]], **k
         "verdict": verdict,
         "answer": answer,
         "context": context,
+        "candidates": kw.get("candidates", context),
         "context_tokens": sum(tokens(c["text"]) for c in context),
         "retrieved_tokens": kw.get("retrieved", 10),
         "seconds": kw.get("seconds", 1.0),
@@ -240,13 +241,21 @@ def test_system_metrics_on_a_small_set() -> None:
             seconds=3.0,
             web_query="q",
         ),
-        _record("correct", NOT_FOUND, [], seconds=2.0),
+        # the evidence was read, and refinement kept none of it
+        _record(
+            "correct",
+            NOT_FOUND,
+            [],
+            seconds=2.0,
+            candidates=[{"source": "ln.md", "text": "Layer norm normalises each example."}],
+        ),
     ]
     m = system_metrics(questions, records)
     assert m["verdict_accuracy"] == pytest.approx(1 / 3)
     assert m["confusion"]["matrix"] == [[1, 0, 0], [0, 0, 1], [1, 0, 0]]
     assert m["support_recall"] == pytest.approx(1 / 3)
     assert m["support_recall_file"] == pytest.approx(1 / 3)
+    assert m["support_recall_candidates"] == pytest.approx(2 / 3)
     assert m["answer_containment"] == 0.5 and m["answer_containment_n"] == 2
     assert m["answerable_refusal_rate"] == pytest.approx(1 / 3)
     assert m["unsupported_answer_rate"] == pytest.approx(1 / 3)  # e1: answered, no support
