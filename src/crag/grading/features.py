@@ -36,7 +36,7 @@ from langchain_core.embeddings import Embeddings
 from crag.dates import YEAR
 from crag.grading.base import QuestionSimilarity
 from crag.grading.question_form import question_type
-from crag.text import MONTHS, clauses, normalize, stem, words
+from crag.text import MONTHS, bare_word, clauses, normalize, stem, words
 from crag.text import STOPWORDS as STOP
 
 FEATURES = ("cos", "cos_open", "consensus", "ans_near", "factoid", "date_consensus", "lift_open")
@@ -104,7 +104,7 @@ def _candidates(sentence: str, asked: set[str], kinds: set[str], batch: _Batch) 
         elif "date" in kinds and _DAY.fullmatch(w) and nxt.lower() in MONTHS and nxt != "may":
             found.add(f"{nxt.lower()[:3]} {_day(w)}")
         elif "cap" in kinds and w[0].isupper() and batch.is_name(w):
-            found.add(re.sub(r"['’]s$", "", low))  # Facebook's -> facebook
+            found.add(bare_word(w))  # Facebook's -> facebook
     return found
 
 
