@@ -86,6 +86,7 @@ ANSWER_KNOBS = tuple(
         "coverage_check",
         "cascade_low",
         "cascade_high",
+        "judge_weight",
         "refine",
         "strip_sentences",
         "strip_threshold",
@@ -137,7 +138,7 @@ def worth_keeping(result: Mapping[str, Any], ctx: Context) -> bool:
 def scope(ctx: Context) -> str:
     """The knobs an answer depends on, as one key (a retrained grader changes it too)."""
     knobs: dict[str, Any] = {name: ctx.get(name) for name in ANSWER_KNOBS}
-    if ctx.grading.grader in ("auto", "offline", "trained", "cascade"):
+    if ctx.grading.grader in ("auto", "offline", "trained", "cascade", "mean"):
         try:
             knobs["trained"] = model_path(ctx).stat().st_mtime_ns
         except OSError:

@@ -143,7 +143,8 @@ class Grading:
         "`auto` (`offline`; with a chat model on a server, openai:<model>, as judge_model or "
         "chat_model: `cascade`), `offline` (the trained grader if `crag train-grader` saved "
         "one, else embedding similarity), `similarity`, `features` (the feature evaluator), "
-        "`cascade` (offline, then the LLM judge for the uncertain band), `judge`, or `trained`.",
+        "`cascade` (offline, then the LLM judge for the uncertain band), `mean` (offline and "
+        "the LLM judge averaged on every document), `judge`, or `trained`.",
     )
     grader_file: Path | None = knob(
         None,
@@ -168,6 +169,11 @@ class Grading:
     )
     cascade_high: float = knob(
         0.75, "Cascade: a first score at or above this is settled relevant.", check="share"
+    )
+    judge_weight: float = knob(
+        0.5,
+        "Mean: the LLM judge's weight in a document's score (the offline grader's: 1 - it).",
+        check="share",
     )
     coverage_check: bool = knob(
         True,

@@ -6,6 +6,7 @@ import asyncio
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, fake_vector
@@ -14,7 +15,7 @@ from crag.cli.main import build_parser
 from crag.cli.options import context_from_args
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.grading.cascade import CascadeGrader
+from crag.grading.cascade import CascadeGrader, MeanGrader
 from crag.grading.registry import make_grader, make_strip_grader, uses_llm, without_llm
 from crag.grading.similarity import SimilarityGrader
 from crag.models.chat import make_chat_model
@@ -79,35 +80,63 @@ def test_bad_specs() -> None:
         make_chat_model("openai:", Context())
 
 
-def test_auto_lets_a_server_model_judge_the_uncertain_band(
-    fake: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """grader=auto is the cascade when the judge would be a model on a server: the
-    passages similarity is unsure of are judged there, strips never are."""
+QUESTION = "How does dropout regularize a network?"
+PASSAGES = ["Dropout zeroes random activations during training.", "Paris is in France."]
+
+
+def _server_graded(
+    fake: FakeOpenAI, tmp_path: Path, **overrides: object
+) -> tuple[Context, Any, list[float], list[float], int]:
+    """A grader built with a server's chat model: the context, the grader, its offline
+    first scores, its scores, and how many requests reached the server for them."""
     ctx = Context(home=tmp_path, chat_model="openai:test-model", chat_timeout_s=5)
+    ctx = ctx.with_overrides(**overrides)
     assert uses_llm(ctx)
-    grader = make_grader(ctx, library=True)
-    assert isinstance(grader, CascadeGrader) and isinstance(grader.first, SimilarityGrader)
-    question = "How does dropout regularize a network?"
-    passages = ["Dropout zeroes random activations during training.", "Paris is in France."]
-    first = asyncio.run(grader.first.ascore(question, passages))
-    band = [
-        i for i, s in enumerate(first) if ctx.grading.cascade_low <= s < ctx.grading.cascade_high
-    ]
-    assert band, first  # at least one passage the judge must settle
+    grader: Any = make_grader(ctx, library=True)
+    assert isinstance(grader.first, SimilarityGrader)
+    first = asyncio.run(grader.first.ascore(QUESTION, PASSAGES))
     before = len(fake.requests)
-    scores = asyncio.run(grader.ascore(question, passages))
-    assert len(fake.requests) - before == len(band)
-    assert all(scores[i] != first[i] for i in band)
-    assert all(scores[i] == first[i] for i in range(len(passages)) if i not in band)
+    scores = asyncio.run(grader.ascore(QUESTION, PASSAGES))
+    return ctx, grader, first, scores, len(fake.requests) - before
+
+
+def test_the_mean_judges_every_passage_beside_similarity(fake: FakeOpenAI, tmp_path: Path) -> None:
+    """grader=mean: every passage is judged on the server, its score the weighted mean of
+    similarity's and the judge's; strips are never judged."""
+    ctx, grader, first, scores, asked = _server_graded(
+        fake, tmp_path, grader="mean", judge_weight=0.25
+    )
+    assert isinstance(grader, MeanGrader)
+    judged = asyncio.run(grader.judge.ascore(QUESTION, PASSAGES))
+    assert asked == len(PASSAGES)
+    assert scores == pytest.approx(
+        [0.75 * f + 0.25 * j for f, j in zip(first, judged, strict=True)]
+    )
+    assert scores != pytest.approx(first)
     strips = make_strip_grader(ctx)
     assert isinstance(strips, SimilarityGrader)
-    asyncio.run(strips.ascore(question, passages))
-    assert len(fake.requests) - before == len(band)  # no strip reached the server
+    before = len(fake.requests)
+    asyncio.run(strips.ascore(QUESTION, PASSAGES))
+    assert len(fake.requests) == before  # no strip reached the server
+
+
+def test_auto_lets_a_server_model_judge_the_uncertain_band(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    """grader=auto is the cascade when the judge would be a model on a server: only the
+    passages similarity is unsure of are judged there."""
+    ctx, grader, first, scores, asked = _server_graded(fake, tmp_path)
+    assert isinstance(grader, CascadeGrader)
+    low, high = ctx.grading.cascade_low, ctx.grading.cascade_high
+    band = [i for i, s in enumerate(first) if low <= s < high]
+    assert band, first  # at least one passage the judge must settle
+    assert asked == len(band)
+    assert all(scores[i] != first[i] for i in band)
+    assert all(scores[i] == first[i] for i in range(len(PASSAGES)) if i not in band)
 
 
 @pytest.mark.parametrize(
-    ("chat_model", "judge_model", "cascade"),
+    ("chat_model", "judge_model", "judged"),
     [
         ("extractive", None, False),
         ("local", None, False),  # the small local model is not asked to judge by default
@@ -115,21 +144,21 @@ def test_auto_lets_a_server_model_judge_the_uncertain_band(
         ("openai:test-model", "local", False),  # the judge named is the local model
     ],
 )
-def test_auto_is_the_cascade_only_with_a_server_judge(
-    fake: FakeOpenAI, tmp_path: Path, chat_model: str, judge_model: str | None, cascade: bool
+def test_auto_asks_a_judge_only_on_a_server(
+    fake: FakeOpenAI, tmp_path: Path, chat_model: str, judge_model: str | None, judged: bool
 ) -> None:
     ctx = Context(home=tmp_path, chat_model=chat_model, judge_model=judge_model)
-    assert uses_llm(ctx) is cascade
-    if not cascade:  # built without loading any chat model
+    assert uses_llm(ctx) is judged
+    if not judged:  # built without loading any chat model
         assert isinstance(make_grader(ctx, library=True), SimilarityGrader)
-    assert without_llm(ctx).grading.grader == ("offline" if cascade else "auto")
+    assert without_llm(ctx).grading.grader == ("offline" if judged else "auto")
 
 
 def test_no_llm_grades_offline_whatever_the_settings_say(
     fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CRAG_JUDGE_MODEL", "openai:judge")
-    for grader in ([], ["--grader", "cascade"], ["--grader", "judge"]):
+    for grader in ([], ["--grader", "cascade"], ["--grader", "judge"], ["--grader", "mean"]):
         args = build_parser().parse_args(["ask", "What is dropout?", *grader, "--no-llm"])
         ctx = context_from_args(args)
         assert (

@@ -96,6 +96,15 @@ def _cascade(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGr
     return CascadeGrader(first, judge, ctx.grading.cascade_low, ctx.grading.cascade_high)
 
 
+@GRADERS.register("mean", "offline and the LLM judge, averaged on every document")
+def _mean(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    from crag.grading.cascade import MeanGrader
+
+    judge = _judge(ctx, embeddings, library)
+    first = _offline(ctx, embeddings, library)
+    return MeanGrader(first, judge, ctx.grading.judge_weight)
+
+
 def _server_judge(ctx: Context) -> bool:
     """Whether the judge would be a chat model that `auto` lets judge (a server's)."""
     return judges_by_default(ctx.models.judge_model or ctx.models.chat_model)
@@ -103,7 +112,7 @@ def _server_judge(ctx: Context) -> bool:
 
 def uses_llm(ctx: Context) -> bool:
     """Whether the run's grader asks a chat model (and so can fail when its server does)."""
-    return ctx.grading.grader in ("judge", "cascade") or (
+    return ctx.grading.grader in ("judge", "cascade", "mean") or (
         ctx.grading.grader == "auto" and _server_judge(ctx)
     )
 
