@@ -40,6 +40,7 @@ from langchain_core.embeddings import Embeddings
 from crag.context import KNOBS, Context
 from crag.errors import CragError
 from crag.grading.constraints import constraints
+from crag.grading.registry import reads_trained
 from crag.grading.trained import model_path
 from crag.models.embeddings import embeddings_for
 from crag.retrieval.library import library_version
@@ -138,7 +139,7 @@ def worth_keeping(result: Mapping[str, Any], ctx: Context) -> bool:
 def scope(ctx: Context) -> str:
     """The knobs an answer depends on, as one key (a retrained grader changes it too)."""
     knobs: dict[str, Any] = {name: ctx.get(name) for name in ANSWER_KNOBS}
-    if ctx.grading.grader in ("auto", "offline", "trained", "cascade", "mean"):
+    if reads_trained(ctx):
         try:
             knobs["trained"] = model_path(ctx).stat().st_mtime_ns
         except OSError:

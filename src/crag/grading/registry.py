@@ -110,11 +110,20 @@ def _server_judge(ctx: Context) -> bool:
     return judges_by_default(ctx.models.judge_model or ctx.models.chat_model)
 
 
+#: The graders that ask the LLM judge, and those that score with the offline grader (so
+#: with a grader `crag train-grader` saved, where there is one).
+_JUDGED = ("judge", "cascade", "mean")
+_OFFLINE_FIRST = ("auto", "offline", "trained", "cascade", "mean")
+
+
 def uses_llm(ctx: Context) -> bool:
     """Whether the run's grader asks a chat model (and so can fail when its server does)."""
-    return ctx.grading.grader in ("judge", "cascade", "mean") or (
-        ctx.grading.grader == "auto" and _server_judge(ctx)
-    )
+    return ctx.grading.grader in _JUDGED or (ctx.grading.grader == "auto" and _server_judge(ctx))
+
+
+def reads_trained(ctx: Context) -> bool:
+    """Whether the run's scores depend on the trained grader saved in the home."""
+    return ctx.grading.grader in _OFFLINE_FIRST
 
 
 def without_llm(ctx: Context) -> Context:
