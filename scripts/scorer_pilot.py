@@ -4,14 +4,16 @@ pair AUC on both dev libraries' labelled pairs.
 
 Steps, each resumable on its own:
 
-    corpus    render man pages (sections 1, 5, 7, 8; at most three of a family, no gcloud
-              pages) to text under OUT/manlib, 10,000 characters each
+    corpus    render `--pages` man pages (sections 1, 5, 7, 8; at most three of a family,
+              no gcloud pages) to text under OUT/manlib, 10,000 characters each
     generate  after `crag ingest OUT/manlib --home OUT/home`: one question per sampled
               chunk by the local model, and 3 hard negatives from other pages
               (crag_lab.pairs.generate_pairs; cached in OUT/gen-pairs.jsonl)
-    train     a MiniLM cross-encoder (mean-pooled head, 4-way softmax over the positive
-              and its negatives) or the bi-encoder itself (in-batch and hard negatives),
-              from all-MiniLM-L6-v2's fp32 weights
+    train     from all-MiniLM-L6-v2's fp32 weights, `--kind` cross: a cross-encoder
+              (mean-pooled head, 4-way softmax over the positive and its negatives);
+              residual: the same on top of the frozen bi-encoder's cosine (its head
+              starts at zero, so it starts as cosine); bi: the bi-encoder itself
+              (in-batch and hard negatives). `--limit N`: the first N questions only
     auc       pair AUC of the trained model on each dev library's grader_pairs.jsonl
 
 `train` and `auc` need torch and transformers, which crag does not depend on: run them
@@ -124,17 +126,40 @@ def _pooled(bert: Any, enc: Any) -> Any:
     return (hidden * mask).sum(1) / mask.sum(1)
 
 
-def train(out: Path, model_dir: Path, kind: str, epochs: int, lr: float) -> None:
+def _cosines(bert: Any, tok: Any, questions: list[str], passages: list[str]) -> Any:
+    """The bi-encoder's cosine of each (question, passage), as MiniLM scores them."""
+    import torch
+
+    with torch.no_grad():
+        q = tok(questions, truncation=True, max_length=64, padding=True, return_tensors="pt")
+        p = tok(passages, truncation=True, max_length=256, padding=True, return_tensors="pt")
+        qv = torch.nn.functional.normalize(_pooled(bert, q), dim=-1)
+        pv = torch.nn.functional.normalize(_pooled(bert, p), dim=-1)
+        return (qv * pv).sum(-1)
+
+
+# the residual scorer: SCALE x the frozen bi-encoder's cosine, plus a cross-encoder whose
+# head starts at zero, so it starts as cosine and learns only what cosine misses
+SCALE = 20.0
+
+
+def train(out: Path, model_dir: Path, kind: str, epochs: int, lr: float, limit: int) -> None:
     import torch
     from transformers import BertModel, BertTokenizerFast
 
     torch.manual_seed(0)
     tok = BertTokenizerFast.from_pretrained(model_dir)
     bert = BertModel.from_pretrained(model_dir)
+    frozen = BertModel.from_pretrained(model_dir).eval() if kind == "residual" else None
     head = torch.nn.Linear(bert.config.hidden_size, 1)
-    params = [*bert.parameters(), *head.parameters()] if kind == "cross" else bert.parameters()
-    data = _groups(out / "gen-pairs.jsonl")
-    batch = 4 if kind == "cross" else 16
+    if frozen is not None:
+        torch.nn.init.zeros_(head.weight)
+        torch.nn.init.zeros_(head.bias)
+    cross = kind in ("cross", "residual")
+    params = [*bert.parameters(), *head.parameters()] if cross else bert.parameters()
+    data = _groups(out / "gen-pairs.jsonl")[: limit or None]
+    print(f"{len(data)} questions")
+    batch = 4 if cross else 16
     steps = epochs * math.ceil(len(data) / batch)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     warm = max(1, int(steps * 0.1))
@@ -146,12 +171,14 @@ def train(out: Path, model_dir: Path, kind: str, epochs: int, lr: float) -> None
         rng.shuffle(data)
         for start in range(0, len(data), batch):
             rows = data[start : start + batch]
-            if kind == "cross":
+            if cross:
                 questions = [q for q, pos, negs in rows for _ in [pos, *negs]]
                 passages = [p for _, pos, negs in rows for p in [pos, *negs]]
                 enc = tok(questions, passages, truncation="only_second", max_length=256,
                           padding=True, return_tensors="pt")  # fmt: skip
                 logits = head(_pooled(bert, enc)).squeeze(-1)
+                if frozen is not None:
+                    logits = logits + SCALE * _cosines(frozen, tok, questions, passages)
                 losses, at = [], 0
                 for _, _, negs in rows:
                     n = 1 + len(negs)
@@ -188,11 +215,16 @@ def _auc(scores: list[float], labels: list[bool]) -> float:
     return wins / (len(pos) * len(neg))
 
 
-def auc(out: Path, kind: str) -> None:
+def auc(out: Path, kind: str, model_dir: Path | None) -> None:
     import torch
     from transformers import BertModel, BertTokenizerFast
 
     target = out / f"{kind}-model"
+    frozen = None
+    if kind == "residual":
+        if model_dir is None:
+            raise SystemExit("auc of the residual scorer needs --model (its bi-encoder)")
+        frozen = BertModel.from_pretrained(model_dir).eval()
     tok = BertTokenizerFast.from_pretrained(target)
     bert = BertModel.from_pretrained(target).eval()
     head = torch.nn.Linear(bert.config.hidden_size, 1)
@@ -204,10 +236,13 @@ def auc(out: Path, kind: str) -> None:
             for start in range(0, len(pairs), 32):
                 rows = pairs[start : start + 32]
                 qs, ps = [r["question"] for r in rows], [r["passage"] for r in rows]
-                if kind == "cross":
+                if kind in ("cross", "residual"):
                     enc = tok(qs, ps, truncation="only_second", max_length=256, padding=True,
                               return_tensors="pt")  # fmt: skip
-                    scores += head(_pooled(bert, enc)).squeeze(-1).tolist()
+                    score = head(_pooled(bert, enc)).squeeze(-1)
+                    if frozen is not None:
+                        score = score + SCALE * _cosines(frozen, tok, qs, ps)
+                    scores += score.tolist()
                 else:
                     q = tok(qs, truncation=True, max_length=64, padding=True, return_tensors="pt")
                     p = tok(ps, truncation=True, max_length=256, padding=True, return_tensors="pt")
@@ -222,21 +257,23 @@ def main() -> None:
     parser.add_argument("step", choices=["corpus", "generate", "train", "auc"])
     parser.add_argument("--out", type=Path, default=Path("/tmp/scorer-pilot"))
     parser.add_argument("--model", type=Path, help="all-MiniLM-L6-v2 fp32 weights (train)")
-    parser.add_argument("--kind", choices=["cross", "bi"], default="cross")
+    parser.add_argument("--kind", choices=["cross", "bi", "residual"], default="cross")
+    parser.add_argument("--limit", type=int, default=0, help="train on the first N questions")
     parser.add_argument("--count", type=int, default=400, help="questions to generate")
+    parser.add_argument("--pages", type=int, default=200, help="man pages in the corpus")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-5)
     args = parser.parse_args()
     if args.step == "corpus":
-        corpus(args.out)
+        corpus(args.out, args.pages)
     elif args.step == "generate":
         generate(args.out, args.count)
     elif args.step == "train":
         if args.model is None:
             parser.error("train needs --model")
-        train(args.out, args.model, args.kind, args.epochs, args.lr)
+        train(args.out, args.model, args.kind, args.epochs, args.lr, args.limit)
     else:
-        auc(args.out, args.kind)
+        auc(args.out, args.kind, args.model)
 
 
 if __name__ == "__main__":
