@@ -13,8 +13,10 @@ Steps, each resumable on its own:
               (mean-pooled head, 4-way softmax over the positive and its negatives);
               residual: the same on top of the frozen bi-encoder's cosine (its head
               starts at zero, so it starts as cosine); bi: the bi-encoder itself
-              (in-batch and hard negatives). `--limit N`: the first N questions only
-    auc       pair AUC of the trained model on each dev library's grader_pairs.jsonl
+              (in-batch and hard negatives). The last 300 questions are never trained
+              on; `--limit N`: the first N questions only
+    auc       pair AUC of the trained model on each dev library's grader_pairs.jsonl,
+              and how often it ranks the positive first for the last 300 questions
 
 `train` and `auc` need torch and transformers, which crag does not depend on: run them
 from a separate venv (`pip install torch==2.13.0 transformers`) with MODEL pointing at
@@ -106,6 +108,12 @@ def generate(out: Path, count: int) -> None:
     print(f"{len(pairs)} pairs in {out / 'gen-pairs.jsonl'}")
 
 
+def _same(a: str, b: str) -> bool:
+    """Whether two passages are (nearly) one text: Jaccard of their words above 0.8."""
+    wa, wb = set(re.findall(r"\w+", a.lower())), set(re.findall(r"\w+", b.lower()))
+    return len(wa & wb) > 0.8 * max(1, len(wa | wb))
+
+
 def _groups(path: Path) -> list[tuple[str, str, list[str]]]:
     by_question: dict[str, list[dict[str, Any]]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -114,7 +122,12 @@ def _groups(path: Path) -> list[tuple[str, str, list[str]]]:
     groups = []
     for pairs in by_question.values():
         positive = [p for p in pairs if p["relevant"]]
-        negatives = [p["passage"] for p in pairs if not p["relevant"]][:3]
+        # a page rendered twice (zstdcat and zstdmt are one man page) is no negative
+        negatives = [
+            p["passage"]
+            for p in pairs
+            if not p["relevant"] and not (positive and _same(p["passage"], positive[0]["passage"]))
+        ][:3]
         if positive and negatives:
             groups.append((positive[0]["question"], positive[0]["passage"], negatives))
     return groups
@@ -138,6 +151,8 @@ def _cosines(bert: Any, tok: Any, questions: list[str], passages: list[str]) -> 
         return (qv * pv).sum(-1)
 
 
+# the last generated questions, never trained on: the in-domain check of `auc`
+UNSEEN = 300
 # the residual scorer: SCALE x the frozen bi-encoder's cosine, plus a cross-encoder whose
 # head starts at zero, so it starts as cosine and learns only what cosine misses
 SCALE = 20.0
@@ -157,10 +172,10 @@ def train(out: Path, model_dir: Path, kind: str, epochs: int, lr: float, limit: 
         torch.nn.init.zeros_(head.bias)
     cross = kind in ("cross", "residual")
     params = [*bert.parameters(), *head.parameters()] if cross else bert.parameters()
-    data = _groups(out / "gen-pairs.jsonl")[: limit or None]
+    data = _groups(out / "gen-pairs.jsonl")[:-UNSEEN][: limit or None]
     print(f"{len(data)} questions")
     batch = 4 if cross else 16
-    steps = epochs * math.ceil(len(data) / batch)
+    steps = max(1, epochs * math.ceil(len(data) / batch))
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     warm = max(1, int(steps * 0.1))
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -216,6 +231,8 @@ def _auc(scores: list[float], labels: list[bool]) -> float:
 
 
 def auc(out: Path, kind: str, model_dir: Path | None) -> None:
+    """Pair AUC on each dev library, and how often the positive of each of the last
+    `UNSEEN` generated questions (never trained on) ranks first among its passages."""
     import torch
     from transformers import BertModel, BertTokenizerFast
 
@@ -229,27 +246,33 @@ def auc(out: Path, kind: str, model_dir: Path | None) -> None:
     bert = BertModel.from_pretrained(target).eval()
     head = torch.nn.Linear(bert.config.hidden_size, 1)
     head.load_state_dict(torch.load(target / "head.pt"))
-    for library, path in DEV_PAIRS.items():
-        pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    def scored(qs: list[str], ps: list[str]) -> list[float]:
         scores: list[float] = []
         with torch.no_grad():
-            for start in range(0, len(pairs), 32):
-                rows = pairs[start : start + 32]
-                qs, ps = [r["question"] for r in rows], [r["passage"] for r in rows]
-                if kind in ("cross", "residual"):
-                    enc = tok(qs, ps, truncation="only_second", max_length=256, padding=True,
-                              return_tensors="pt")  # fmt: skip
-                    score = head(_pooled(bert, enc)).squeeze(-1)
-                    if frozen is not None:
-                        score = score + SCALE * _cosines(frozen, tok, qs, ps)
-                    scores += score.tolist()
-                else:
-                    q = tok(qs, truncation=True, max_length=64, padding=True, return_tensors="pt")
-                    p = tok(ps, truncation=True, max_length=256, padding=True, return_tensors="pt")
-                    qv = torch.nn.functional.normalize(_pooled(bert, q), dim=-1)
-                    pv = torch.nn.functional.normalize(_pooled(bert, p), dim=-1)
-                    scores += (qv * pv).sum(-1).tolist()
+            for at in range(0, len(qs), 32):
+                q, p = qs[at : at + 32], ps[at : at + 32]
+                if kind == "bi":
+                    scores += _cosines(bert, tok, q, p).tolist()
+                    continue
+                enc = tok(q, p, truncation="only_second", max_length=256, padding=True,
+                          return_tensors="pt")  # fmt: skip
+                score = head(_pooled(bert, enc)).squeeze(-1)
+                if frozen is not None:
+                    score = score + SCALE * _cosines(frozen, tok, q, p)
+                scores += score.tolist()
+        return scores
+
+    for library, path in DEV_PAIRS.items():
+        pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        scores = scored([r["question"] for r in pairs], [r["passage"] for r in pairs])
         print(f"{library}: pair AUC {_auc(scores, [r['relevant'] for r in pairs]):.3f}")
+    unseen = _groups(out / "gen-pairs.jsonl")[-UNSEEN:]
+    first = 0
+    for question, positive, negatives in unseen:
+        own = scored([question] * (1 + len(negatives)), [positive, *negatives])
+        first += own[0] > max(own[1:])
+    print(f"unseen generated questions: the positive first for {first} of {len(unseen)}")
 
 
 def main() -> None:
