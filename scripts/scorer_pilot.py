@@ -158,7 +158,9 @@ UNSEEN = 300
 SCALE = 20.0
 
 
-def train(out: Path, model_dir: Path, kind: str, epochs: int, lr: float, limit: int) -> None:
+def train(
+    out: Path, model_dir: Path, kind: str, epochs: int, lr: float, head_lr: float, limit: int
+) -> None:
     import torch
     from transformers import BertModel, BertTokenizerFast
 
@@ -171,7 +173,10 @@ def train(out: Path, model_dir: Path, kind: str, epochs: int, lr: float, limit: 
         torch.nn.init.zeros_(head.weight)
         torch.nn.init.zeros_(head.bias)
     cross = kind in ("cross", "residual")
-    params = [*bert.parameters(), *head.parameters()] if cross else bert.parameters()
+    # the head starts at zero, so it learns at its own, larger rate (`head_lr`)
+    params: list[dict[str, Any]] = [{"params": list(bert.parameters())}]
+    if cross:
+        params.append({"params": list(head.parameters()), "lr": head_lr})
     data = _groups(out / "gen-pairs.jsonl")[:-UNSEEN][: limit or None]
     print(f"{len(data)} questions")
     batch = 4 if cross else 16
@@ -286,6 +291,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=200, help="man pages in the corpus")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-5)
+    parser.add_argument("--head-lr", type=float, default=1e-3, help="the scoring head's rate")
     args = parser.parse_args()
     if args.step == "corpus":
         corpus(args.out, args.pages)
@@ -294,7 +300,7 @@ def main() -> None:
     elif args.step == "train":
         if args.model is None:
             parser.error("train needs --model")
-        train(args.out, args.model, args.kind, args.epochs, args.lr, args.limit)
+        train(args.out, args.model, args.kind, args.epochs, args.lr, args.head_lr, args.limit)
     else:
         auc(args.out, args.kind, args.model)
 
