@@ -13,10 +13,10 @@ Steps, each resumable on its own:
               (mean-pooled head, 4-way softmax over the positive and its negatives);
               residual: the same on top of the frozen bi-encoder's cosine (its head
               starts at zero, so it starts as cosine); bi: the bi-encoder itself
-              (in-batch and hard negatives). The last 300 questions are never trained
-              on; `--limit N`: the first N questions only
+              (in-batch and hard negatives). The last `--unseen` questions (300) are
+              never trained on; `--limit N`: the first N questions only
     auc       pair AUC of the trained model on each dev library's grader_pairs.jsonl,
-              and how often it ranks the positive first for the last 300 questions
+              and how often it ranks the positive first for the `--unseen` questions
 
 `train` and `auc` need torch and transformers, which crag does not depend on: run them
 from a separate venv (`pip install torch==2.13.0 transformers`) with MODEL pointing at
@@ -133,6 +133,16 @@ def _groups(path: Path) -> list[tuple[str, str, list[str]]]:
     return groups
 
 
+Group = tuple[str, str, list[str]]
+
+
+def _split(out: Path, unseen: int) -> tuple[list[Group], list[Group]]:
+    """The generated questions to train on, and the last `unseen`, never trained on."""
+    groups = _groups(out / "gen-pairs.jsonl")
+    at = max(0, len(groups) - unseen)
+    return groups[:at], groups[at:]
+
+
 def _pooled(bert: Any, enc: Any) -> Any:
     hidden = bert(**enc).last_hidden_state
     mask = enc["attention_mask"].unsqueeze(-1).float()
@@ -151,15 +161,21 @@ def _cosines(bert: Any, tok: Any, questions: list[str], passages: list[str]) -> 
         return (qv * pv).sum(-1)
 
 
-# the last generated questions, never trained on: the in-domain check of `auc`
-UNSEEN = 300
 # the residual scorer: SCALE x the frozen bi-encoder's cosine, plus a cross-encoder whose
 # head starts at zero, so it starts as cosine and learns only what cosine misses
 SCALE = 20.0
+RESIDUAL_HEAD_LR = 1e-3
 
 
 def train(
-    out: Path, model_dir: Path, kind: str, epochs: int, lr: float, head_lr: float, limit: int
+    out: Path,
+    model_dir: Path,
+    kind: str,
+    epochs: int,
+    lr: float,
+    head_lr: float | None,
+    limit: int,
+    unseen: int,
 ) -> None:
     import torch
     from transformers import BertModel, BertTokenizerFast
@@ -173,11 +189,16 @@ def train(
         torch.nn.init.zeros_(head.weight)
         torch.nn.init.zeros_(head.bias)
     cross = kind in ("cross", "residual")
-    # the head starts at zero, so it learns at its own, larger rate (`head_lr`)
+    # a head that starts at zero learns at its own, larger rate; the pilot's cross-encoder
+    # head learns at the encoder's, as it did when it was measured
+    if head_lr is None:
+        head_lr = RESIDUAL_HEAD_LR if frozen is not None else lr
     params: list[dict[str, Any]] = [{"params": list(bert.parameters())}]
     if cross:
         params.append({"params": list(head.parameters()), "lr": head_lr})
-    data = _groups(out / "gen-pairs.jsonl")[:-UNSEEN][: limit or None]
+    data = _split(out, unseen)[0][: limit or None]
+    if not data:
+        raise SystemExit(f"nothing to train on: the last {unseen} questions are held out")
     print(f"{len(data)} questions")
     batch = 4 if cross else 16
     steps = max(1, epochs * math.ceil(len(data) / batch))
@@ -235,9 +256,9 @@ def _auc(scores: list[float], labels: list[bool]) -> float:
     return wins / (len(pos) * len(neg))
 
 
-def auc(out: Path, kind: str, model_dir: Path | None) -> None:
+def auc(out: Path, kind: str, model_dir: Path | None, unseen: int) -> None:
     """Pair AUC on each dev library, and how often the positive of each of the last
-    `UNSEEN` generated questions (never trained on) ranks first among its passages."""
+    `unseen` generated questions (never trained on) ranks first among its passages."""
     import torch
     from transformers import BertModel, BertTokenizerFast
 
@@ -272,12 +293,14 @@ def auc(out: Path, kind: str, model_dir: Path | None) -> None:
         pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         scores = scored([r["question"] for r in pairs], [r["passage"] for r in pairs])
         print(f"{library}: pair AUC {_auc(scores, [r['relevant'] for r in pairs]):.3f}")
-    unseen = _groups(out / "gen-pairs.jsonl")[-UNSEEN:]
+    if not unseen:
+        return
+    held = _split(out, unseen)[1]
     first = 0
-    for question, positive, negatives in unseen:
+    for question, positive, negatives in held:
         own = scored([question] * (1 + len(negatives)), [positive, *negatives])
         first += own[0] > max(own[1:])
-    print(f"unseen generated questions: the positive first for {first} of {len(unseen)}")
+    print(f"unseen generated questions: the positive first for {first} of {len(held)}")
 
 
 def main() -> None:
@@ -287,11 +310,14 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="all-MiniLM-L6-v2 fp32 weights (train)")
     parser.add_argument("--kind", choices=["cross", "bi", "residual"], default="cross")
     parser.add_argument("--limit", type=int, default=0, help="train on the first N questions")
+    parser.add_argument(
+        "--unseen", type=int, default=300, help="the last N questions, never trained on"
+    )
     parser.add_argument("--count", type=int, default=400, help="questions to generate")
     parser.add_argument("--pages", type=int, default=200, help="man pages in the corpus")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-5)
-    parser.add_argument("--head-lr", type=float, default=1e-3, help="the scoring head's rate")
+    parser.add_argument("--head-lr", type=float, help="the head's rate (residual: 1e-3, else --lr)")
     args = parser.parse_args()
     if args.step == "corpus":
         corpus(args.out, args.pages)
@@ -300,9 +326,18 @@ def main() -> None:
     elif args.step == "train":
         if args.model is None:
             parser.error("train needs --model")
-        train(args.out, args.model, args.kind, args.epochs, args.lr, args.head_lr, args.limit)
+        train(
+            args.out,
+            args.model,
+            args.kind,
+            args.epochs,
+            args.lr,
+            args.head_lr,
+            args.limit,
+            args.unseen,
+        )
     else:
-        auc(args.out, args.kind, args.model)
+        auc(args.out, args.kind, args.model, args.unseen)
 
 
 if __name__ == "__main__":
