@@ -114,7 +114,11 @@ def _same(a: str, b: str) -> bool:
     return len(wa & wb) > 0.8 * max(1, len(wa | wb))
 
 
-def _groups(path: Path) -> list[tuple[str, str, list[str]]]:
+# a generated question, its positive passage and its hard negatives
+Group = tuple[str, str, list[str]]
+
+
+def _groups(path: Path) -> list[Group]:
     by_question: dict[str, list[dict[str, Any]]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         for pair in json.loads(line)["pairs"]:
@@ -131,9 +135,6 @@ def _groups(path: Path) -> list[tuple[str, str, list[str]]]:
         if positive and negatives:
             groups.append((positive[0]["question"], positive[0]["passage"], negatives))
     return groups
-
-
-Group = tuple[str, str, list[str]]
 
 
 def _split(out: Path, unseen: int) -> tuple[list[Group], list[Group]]:
