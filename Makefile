@@ -48,11 +48,11 @@ bench: setup
 	$(BIN)/python benchmarks/bench_crag.py
 	$(BIN)/python benchmarks/bench_startup.py
 
-# The two dev libraries live next to the repository: ../shared/eval (d2l books) and
-# ../shared/eval-pydocs (Python docs). `make eval` ingests both, fits each system on one
+# The two dev libraries ship in the repository: eval/d2l (d2l books) and
+# eval/pydocs (Python docs). `make eval` ingests both, fits each system on one
 # and measures it on the other (and the reverse), without a language model.
-EVAL ?= ../shared/eval
-EVAL_PYDOCS ?= ../shared/eval-pydocs
+EVAL ?= eval/d2l
+EVAL_PYDOCS ?= eval/pydocs
 EVAL_HOME ?= .crag-eval
 EVAL_FLAGS ?= --no-llm
 LIBRARIES := d2l=$(EVAL) pydocs=$(EVAL_PYDOCS)

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-EVAL = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
+EVAL = Path(__file__).resolve().parents[1] / "eval" / "d2l"
 
 
 def _env() -> None:

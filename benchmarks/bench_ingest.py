@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-DEFAULT_BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "books"
+DEFAULT_BOOKS = Path(__file__).resolve().parents[1] / "eval" / "d2l" / "books"
 
 
 def _rss_mb() -> float:

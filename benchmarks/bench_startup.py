@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-DEFAULT_BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "books"
+DEFAULT_BOOKS = Path(__file__).resolve().parents[1] / "eval" / "d2l" / "books"
 
 
 def _seconds(argv: list[str]) -> float:

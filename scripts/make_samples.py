@@ -747,7 +747,7 @@ QUESTION_KEYS = {
     "origin",
     "notes",
 }
-# category -> (expected verdict, corpora its support must name); see shared/eval/README.md
+# category -> (expected verdict, corpora its support must name); see eval/d2l/README.md
 CATEGORIES: dict[str, tuple[str, set[str]]] = {
     "internal": ("correct", {"books"}),
     "external": ("incorrect", {"external"}),

@@ -2,8 +2,8 @@
 of how crag reads a question in British spelling, typed with a slip, in lower case, or
 put in other words.
 
-    python scripts/question_probes.py british ../shared/eval OUT/eval
-    python scripts/question_probes.py slips ../shared/eval OUT/eval
+    python scripts/question_probes.py british eval/d2l OUT/eval
+    python scripts/question_probes.py slips eval/d2l OUT/eval
 
 OUT/eval links the library's books, external sources and labelled pairs and holds its
 questions rewritten, printing each question changed:

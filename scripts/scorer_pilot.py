@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 DEV_PAIRS = {
-    "d2l": Path(__file__).resolve().parents[2] / "shared" / "eval" / "grader_pairs.jsonl",
-    "pydocs": Path(__file__).resolve().parents[2] / "shared" / "eval-pydocs" / "grader_pairs.jsonl",
+    "d2l": Path(__file__).resolve().parents[1] / "eval" / "d2l" / "grader_pairs.jsonl",
+    "pydocs": Path(__file__).resolve().parents[1] / "eval" / "pydocs" / "grader_pairs.jsonl",
 }
 
 

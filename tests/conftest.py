@@ -8,13 +8,17 @@ the caller's shell are dropped so a developer's own `CRAG_HOME` or
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tally
+from d2l import IngestedLibrary, ingest_d2l
 from fakes import FakeEmbeddings, build_pdf
 from requires import REQUIRE_ALL, missing, required
 
@@ -175,13 +179,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 #: Where the evaluation data comes from (it is not installed with crag).
-EVAL_DATA = "the evaluation set laid beside the repository as ../shared/eval"
+EVAL_DATA = "the d2l dev library shipped in the repository as eval/d2l"
 
 
 @pytest.fixture(scope="session")
 def eval_dir() -> Path:
-    """The evaluation set, read in place from the repository's sibling `../shared/eval`."""
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
+    """The d2l dev library, read in place from the repository's `eval/d2l`."""
+    path = Path(__file__).resolve().parents[1] / "eval" / "d2l"
     if not (path / "questions.jsonl").is_file():
         missing(f"the evaluation data at {path}", EVAL_DATA)
     return path
@@ -193,6 +197,27 @@ def books_dir(eval_dir: Path) -> Path:
     if not any(path.glob("*.pdf")):
         missing(f"the books of {path}", EVAL_DATA)
     return path
+
+
+@pytest.fixture(scope="session")
+def d2l_library(eval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> IngestedLibrary:
+    """Part of the d2l library ingested once per test session with the local embedder,
+    whichever worker asks first; each worker reads its own copy of the home."""
+    from crag.filelock import exclusive
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    built = shared / "d2l-library"
+    with exclusive(shared / "d2l-library.lock"):
+        done = built / "done.json"
+        if not done.exists():
+            shutil.rmtree(built, ignore_errors=True)
+            done.parent.mkdir(parents=True)
+            done.write_text(json.dumps(ingest_d2l(eval_dir, built)))
+    mine = tmp_path_factory.mktemp("d2l-home")
+    shutil.copytree(built / "home", mine, dirs_exist_ok=True)
+    embedded = json.loads((built / "done.json").read_text())["embedded"]
+    return IngestedLibrary(mine, built / "books", embedded)
 
 
 @pytest.fixture

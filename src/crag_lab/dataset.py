@@ -1,4 +1,4 @@
-"""The labelled files of an evaluation set (schema of shared/eval/README.md).
+"""The labelled files of an evaluation set (schema of eval/d2l/README.md).
 
 Loading checks the fields the metrics rely on, so a malformed line fails at the
 start with its line number instead of as a KeyError half-way through a long run.

@@ -2,7 +2,7 @@
 
 A library folder holds `questions.jsonl` and optionally `grader_pairs.jsonl`, `books/`
 (ingested as the library) and `external/` (the offline stand-in for web search), as
-`shared/eval` does. Each library gets a home of its own under the eval home, so two
+`eval/d2l` does. Each library gets a home of its own under the eval home, so two
 libraries never share a collection, a trained grader or settings.
 """
 

@@ -88,7 +88,7 @@ class FakeServer:
 @pytest.fixture
 def fake_llm(monkeypatch: pytest.MonkeyPatch) -> tuple[LlamaCppChatModel, FakeServer]:
     server = FakeServer()
-    engines = {("fake.gguf", 4096, 2): llamacpp._Engine(server=server)}
+    engines = {("fake.gguf", 4096, 2, 1): llamacpp._Engine(server=server)}
     monkeypatch.setattr(llamacpp, "_ENGINES", engines)
     return LlamaCppChatModel(model_path="fake.gguf", threads=2, max_tokens=64), server
 

@@ -2,7 +2,7 @@
 
 Python blocks run in a fresh interpreter; shell blocks run line by line with `bash`.
 They run in the test's temporary folder, laid out as a checkout: the repository's files
-linked in, and beside it `../shared/eval` holding the small sample library (its books,
+linked in, except `eval/`, where `eval/d2l` holds the small sample library (its books,
 external pages and questions) in place of the dev set, so the Evaluation section's
 commands ingest three PDFs, not the dev library (`make eval` is the full run, a
 benchmark). A `/tmp/` path in a command is the temporary folder's `tmp/`. CRAG_HOME is
@@ -60,15 +60,15 @@ def shell_lines(block: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`ROOT/crag` (the repository's visible files, linked) beside `ROOT/shared/eval`
-    (the sample library as the evaluation set); `ROOT/tmp` stands for `/tmp`."""
+    """`ROOT/crag` (the repository's visible files, linked, with the sample library as
+    `eval/d2l`); `ROOT/tmp` stands for `/tmp`."""
     root = tmp_path_factory.mktemp("readme")
     checkout = root / "crag"
     checkout.mkdir()
     for entry in REPO.iterdir():
-        if not entry.name.startswith("."):
+        if not entry.name.startswith(".") and entry.name != "eval":
             (checkout / entry.name).symlink_to(entry)
-    evaluation = root / "shared" / "eval"
+    evaluation = checkout / "eval" / "d2l"
     shutil.copytree(SAMPLES / "library", evaluation / "books")
     shutil.copytree(SAMPLES / "external", evaluation / "external")
     shutil.copy(SAMPLES / "questions.jsonl", evaluation / "questions.jsonl")

@@ -51,6 +51,21 @@ class FakeEmbeddings(Embeddings):
         return self._vector(text)
 
 
+class CountingEmbeddings(Embeddings):
+    """A real embedder that counts the texts it is given to embed."""
+
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner = inner
+        self.texts = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.texts += len(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
 def build_pdf(
     pages: list[str],
     *,

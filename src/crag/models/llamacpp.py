@@ -6,9 +6,10 @@ OpenAI-format dicts, logprobs and JSON-schema output included. This adapter
 keeps those dicts OpenAI-shaped so the graph has one code path for the local
 model and ChatOpenAI (e.g. the judge reads `response_metadata["logprobs"]`).
 
-One model is loaded per (path, n_ctx, threads) per process, on first call, and
-calls are serialised: a second copy of a 1.5B model would only halve the speed
-of both on a small CPU.
+One model is loaded per (path, n_ctx, threads, slots) per process, on first
+call: a second copy of a 1.5B model would only halve the speed of both on a small
+CPU. With `slots` > 1 llama.cpp decodes that many calls together (continuous
+batching); further calls wait for a free slot.
 """
 
 from __future__ import annotations
@@ -54,17 +55,18 @@ class LlamaCppError(RuntimeError):
 @dataclass
 class _Engine:
     server: Any
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    free: threading.Semaphore = field(default_factory=threading.Semaphore)  # one per slot
     load_s: float = 0.0
 
 
-_ENGINES: dict[tuple[str, int, int], _Engine] = {}
+_ENGINES: dict[tuple[str, int, int, int], _Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def _load_engine(path: str, n_ctx: int, threads: int) -> _Engine:
-    """The process-wide server for this model; loads it (~1-3 s) on first use."""
-    key = (path, n_ctx, threads)
+def _load_engine(path: str, n_ctx: int, threads: int, slots: int = 1) -> _Engine:
+    """The process-wide server for this model; loads it (~1-3 s) on first use. Each of
+    its `slots` has a context of `n_ctx` tokens."""
+    key = (path, n_ctx, threads, slots)
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
         if engine is not None:
@@ -79,8 +81,8 @@ def _load_engine(path: str, n_ctx: int, threads: int) -> _Engine:
             raise ProviderError(f"local model file not found: {path}")
         params = xlc.CommonParams()
         params.model.path = path
-        params.n_ctx = n_ctx
-        params.n_parallel = 1  # calls are serialised anyway; one slot gets the whole context
+        params.n_ctx = n_ctx * slots
+        params.n_parallel = slots
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.sampling.temp = 0.0
@@ -94,7 +96,7 @@ def _load_engine(path: str, n_ctx: int, threads: int) -> _Engine:
         params.endpoint_slots = False
         t0 = time.monotonic()
         server = xlc.Server(params)
-        engine = _Engine(server=server, load_s=time.monotonic() - t0)
+        engine = _Engine(server, threading.Semaphore(slots), time.monotonic() - t0)
         _ENGINES[key] = engine
         return engine
 
@@ -193,6 +195,7 @@ class LlamaCppChatModel(BaseChatModel):
     model_path: str
     n_ctx: int = DEFAULT_N_CTX
     threads: int = 0
+    slots: int = 1  # calls decoded together
     max_tokens: int | None = 512
     temperature: float = 0.0
     stop: list[str] | None = None
@@ -218,7 +221,7 @@ class LlamaCppChatModel(BaseChatModel):
 
     # --- engine ------------------------------------------------------------------
     def _engine(self) -> _Engine:
-        return _load_engine(self.model_path, self.n_ctx, self.threads or cpu_count())
+        return _load_engine(self.model_path, self.n_ctx, self.threads or cpu_count(), self.slots)
 
     def load(self) -> float:
         """Load the model now (else the first call does); returns the load time in s."""
@@ -250,7 +253,7 @@ class LlamaCppChatModel(BaseChatModel):
 
     def _call_server(self, req: dict[str, Any]) -> dict[str, Any]:
         engine = self._engine()
-        with engine.lock:
+        with engine.free:
             res = engine.server.handle_chat_completions(req)
         if isinstance(res, (str, bytes)):
             res = json.loads(res)
@@ -317,7 +320,7 @@ class LlamaCppChatModel(BaseChatModel):
         req = self._request(messages, stop, dict(kwargs))
         req["stream"] = True
         engine = self._engine()
-        with engine.lock:
+        with engine.free:
             engine.server.handle_chat_completions(req, emit)
 
     @staticmethod

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "sets",
         nargs="+",
         metavar="SET",
-        help="questions.jsonl (shared/eval schema), or one or more library folders "
+        help="questions.jsonl (eval/d2l schema), or one or more library folders "
         "[NAME=]FOLDER holding questions.jsonl (and grader_pairs.jsonl, books/, external/)",
     )
     parser.add_argument(
