@@ -29,7 +29,8 @@ from crag_lab.corpora import Corpus
 
 CHUNK_SIZE, CHUNK_OVERLAP = 900, 150  # crag's ingest defaults
 CHUNKS_PER_VISIT = 2  # a document gives this many chunks, then the next document's turn
-MAX_ANSWER_WORDS = 16
+MAX_ANSWER_WORDS = 16  # longer, and an answer is located by the sentence it restates
+MAX_RESTATED_WORDS = 40
 OTHERS = 3  # same-document negatives kept per question
 
 Row = dict[str, Any]
@@ -177,10 +178,26 @@ def holds(text: str | tuple[str, ...], span: tuple[str, ...]) -> bool:
     return n > 0 and any(words[i : i + n] == span for i in range(len(words) - n + 1))
 
 
+def restated(sentences: list[str], question: str, span: tuple[str, ...]) -> tuple[int, list[int]]:
+    """Where an answer the model did not copy stands: the one sentence holding three
+    quarters of the answer's words that the question does not already hold, and every
+    sentence holding half of them (all deleted from the negative). (-1, []) if none."""
+    new = set(span) - set(tokens(question))
+    if len(new) < 2:
+        return -1, []
+    cover = [len(new & set(tokens(s))) / len(new) for s in sentences]
+    best = max(range(len(sentences)), key=cover.__getitem__)
+    if cover[best] < 0.75:
+        return -1, []
+    return best, [i for i, c in enumerate(cover) if c >= 0.5]
+
+
 def build_row(cand: Candidate, question: str, answer: str) -> Row | str:
-    """The row for one written question, or why it is refused."""
+    """The row for one written question, or why it is refused. A short answer is found
+    as written (`located`: span); a long or reworded one by the sentence it restates
+    (`located`: sentence)."""
     span = tokens(answer)
-    if not span or len(span) > MAX_ANSWER_WORDS:
+    if not span or len(span) > MAX_RESTATED_WORDS:
         return "answer length"
     if not question.endswith("?") or len(question.split()) < 4:
         return "not a question"
@@ -189,17 +206,29 @@ def build_row(cand: Candidate, question: str, answer: str) -> Row | str:
     if holds(question, span):
         return "answer in question"
     sentences = split_sentences(cand.text)
+    asked = set(tokens(question))
     holding = [i for i, s in enumerate(sentences) if holds(s, span)]
-    if not holding:
-        return "answer not in chunk"
+    if holding and len(span) <= MAX_ANSWER_WORDS:
+        located = "span"
+        best = max(holding, key=lambda i: len(asked & set(tokens(sentences[i]))))
+    else:
+        located = "sentence"
+        best, holding = restated(sentences, question, span)
+        if best < 0:
+            return "answer length" if len(span) > MAX_ANSWER_WORDS else "answer not in chunk"
     if len(holding) == len(sentences):
         return "answer in every sentence"
     negative = " ".join(s for i, s in enumerate(sentences) if i not in holding)
-    if holds(negative, span):
+    if located == "span" and holds(negative, span):
         return "answer across sentences"
-    asked = set(tokens(question))
-    best = max(holding, key=lambda i: len(asked & set(tokens(sentences[i]))))
-    others = [o for o in cand.others if not holds(o, span)]
+    answer_words = set(tokens(sentences[best])) - asked if located == "sentence" else set()
+
+    def lacks(other: str) -> bool:
+        if located == "span":
+            return not holds(other, span)
+        return len(answer_words & set(tokens(other))) < 0.75 * len(answer_words)
+
+    others = [o for o in cand.others if lacks(o)]
     others.sort(key=lambda o: -len(asked & set(tokens(o))))
     return {
         "corpus": cand.corpus,
@@ -207,6 +236,7 @@ def build_row(cand: Candidate, question: str, answer: str) -> Row | str:
         "chunk_id": cand.chunk_id,
         "question": question,
         "answer": answer.strip(),
+        "located": located,
         "sentence": sentences[best],
         "sentence_index": best,
         "answer_sentences": holding,
@@ -255,3 +285,21 @@ def rows_from_reply(cand: Candidate, reply: str) -> tuple[list[Row], list[str]]:
             seen |= {tokens(question), tokens(answer)}
             rows.append(built)
     return rows, refused
+
+
+def candidate_of(chunk_id: str, corpora: dict[str, Corpus]) -> Candidate:
+    """The chunk an id names, cut again from its document (chunking is deterministic)."""
+    corpus, _, rest = chunk_id.partition(":")
+    path, _, index = rest.rpartition("#")
+    chunks = _chunks(corpora[corpus].text(Path(path)))
+    i = int(index)
+    return Candidate(corpus, path, chunk_id, chunks[i], [c for j, c in enumerate(chunks) if j != i])
+
+
+def rebuild(attempts: list[Row], corpora: dict[str, Corpus]) -> Iterator[tuple[Row, list[Row]]]:
+    """Each attempt again under today's checks, from the reply it kept: (attempt, rows)."""
+    for attempt in attempts:
+        cand = candidate_of(attempt["chunk_id"], corpora)
+        rows, refused = rows_from_reply(cand, attempt["reply"])
+        again = {**attempt, "accepted": len(rows), "refused": refused}
+        yield again, [{**r, "settings": attempt["settings"]} for r in rows]

@@ -73,6 +73,12 @@ def test_rows_are_labelled_by_construction_and_a_rerun_resumes(
     again, _ = read_rows(out / "attempts.jsonl.gz")
     ids = [a["chunk_id"] for a in again]
     assert len(ids) == len(set(ids)) > len(attempts)
+    # rebuilt from the kept replies, without the model: the same rows
+    before = read_rows(out / "questions.jsonl.gz")[0]
+    (out / "questions.jsonl.gz").unlink()
+    assert main([*argv, "--rebuild"]) == 0
+    assert read_rows(out / "questions.jsonl.gz")[0] == before
+    assert len(tiny) == 2  # the two runs that asked; the rebuild loaded no model
 
 
 def test_a_missing_package_is_named(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:

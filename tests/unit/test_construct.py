@@ -50,6 +50,28 @@ def test_an_answer_is_found_whatever_its_quotes_and_spacing() -> None:
     assert isinstance(row, dict) and row["answer_sentences"] == [0]
 
 
+def test_a_reworded_answer_is_located_by_the_sentence_it_restates() -> None:
+    row = build_row(
+        cand(),
+        "What does the ssl parameter of the listen directive do?",
+        "It makes every connection on the port use TLS.",
+    )
+    assert isinstance(row, dict) and row["located"] == "sentence"
+    assert row["sentence"] == "The ssl parameter makes every connection on the port use TLS."
+    assert "TLS" not in row["negative"] and "port 80" in row["negative"]
+    repeated = "Note: the ssl parameter makes every connection on the port use TLS."
+    again = build_row(
+        Candidate("nginx", "doc.txt", "nginx:doc.txt#3", CHUNK, [*OTHERS, repeated]),
+        "What does the ssl parameter of the listen directive do?",
+        "It makes every connection on the port use TLS.",
+    )
+    assert isinstance(again, dict) and repeated not in again["others"]
+    # an answer that restates no one sentence locates nothing
+    assert build_row(cand(), "What does nginx do with its ports?", "serves mail and video") == (
+        "answer not in chunk"
+    )
+
+
 def test_questions_that_cannot_label_a_pair_are_refused() -> None:
     c = cand()
     assert build_row(c, "Which port does nginx use by default?", "port 443") == (

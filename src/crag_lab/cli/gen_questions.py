@@ -29,9 +29,11 @@ from crag_lab.construct import (
     append_rows,
     candidates,
     open_store,
+    rebuild,
     rows_from_reply,
 )
 from crag_lab.corpora import CORPORA, corpora
+from crag_lab.progress import Bar
 
 NAME = "gen-questions"
 HELP = "write the reader's training questions with the local model (resumable)"
@@ -60,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--batch", type=positive_int(1), default=8, help="chunks per write to the data set"
+    )
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="build every row again from the replies kept in attempts.jsonl.gz under "
+        "today's checks (no model call), then stop",
     )
 
 
@@ -105,11 +113,34 @@ def _stop_on_term(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _rebuild(questions: Path, attempts: Path) -> int:
+    """Both files written anew (beside, then moved over the old ones)."""
+    tried = open_store(attempts)
+    new_rows, new_attempts = questions.with_suffix(".new"), attempts.with_suffix(".new")
+    for path in (new_rows, new_attempts):
+        path.unlink(missing_ok=True)
+    bar = Bar(len(tried), "rebuilding")
+    made = 0
+    for attempt, rows in rebuild(tried, CORPORA):
+        append_rows(new_attempts, [attempt])
+        append_rows(new_rows, rows)
+        made += len(rows)
+        bar.advance()
+    bar.close()
+    new_rows.touch()
+    new_rows.replace(questions)
+    new_attempts.replace(attempts)
+    print(f"{made} questions from {len(tried)} chunks in {questions}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     chosen = corpora([n.strip() for n in args.corpora.split(",") if n.strip()])
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     questions, attempts = out / "questions.jsonl.gz", out / "attempts.jsonl.gz"
+    if args.rebuild:
+        return _rebuild(questions, attempts)
     have = open_store(questions)
     tried = {r["chunk_id"] for r in open_store(attempts)} | {r["chunk_id"] for r in have}
     made = len(have)
