@@ -13,6 +13,7 @@ batch and a new run resumes where the last one stopped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -22,12 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crag.context import Store
 from crag.ingest.chunking import chunk_pages
 from crag.ingest.loaders import Page
-from crag.text import split_sentences
+from crag.text import folded_words, split_sentences
 from crag_lab.corpora import Corpus
 
-CHUNK_SIZE, CHUNK_OVERLAP = 900, 150  # crag's ingest defaults
+CHUNK_SIZE, CHUNK_OVERLAP = Store().chunk_size, Store().chunk_overlap  # as crag ingests
 CHUNKS_PER_VISIT = 2  # a document gives this many chunks, then the next document's turn
 MAX_ANSWER_WORDS = 16  # longer, and an answer is located by the sentence it restates
 MAX_RESTATED_WORDS = 40
@@ -158,7 +160,6 @@ _LOOKS_AT_PASSAGE = re.compile(
     r"paragraph))\b",
     re.I,
 )
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 def parse_reply(reply: str) -> list[tuple[str, str]]:
@@ -167,8 +168,9 @@ def parse_reply(reply: str) -> list[tuple[str, str]]:
 
 
 def tokens(text: str) -> tuple[str, ...]:
-    """Words and numbers, lower case: quotes, markup and spacing do not hide a match."""
-    return tuple(t.lower() for t in _TOKEN.findall(text))
+    """Words and numbers as crag compares them: quotes, markup and spacing do not hide a
+    match."""
+    return tuple(folded_words(text))
 
 
 def holds(text: str | tuple[str, ...], span: tuple[str, ...]) -> bool:
@@ -240,7 +242,7 @@ def build_row(cand: Candidate, question: str, answer: str) -> Row | str:
         "sentence": sentences[best],
         "sentence_index": best,
         "answer_sentences": holding,
-        "chunk": cand.text,
+        "chunk": " ".join(sentences),  # spaced as the negative is: only the answer differs
         "negative": negative,
         "others": others[:OTHERS],
     }
@@ -259,6 +261,7 @@ class Attempt:
     def record(self, settings: dict[str, Any]) -> Row:
         return {
             "chunk_id": self.cand.chunk_id,
+            "chunk_sha": chunk_sha(self.cand.text),
             "corpus": self.cand.corpus,
             "accepted": len(self.rows),
             "refused": self.refused,
@@ -287,19 +290,35 @@ def rows_from_reply(cand: Candidate, reply: str) -> tuple[list[Row], list[str]]:
     return rows, refused
 
 
+def chunk_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 def candidate_of(chunk_id: str, corpora: dict[str, Corpus]) -> Candidate:
     """The chunk an id names, cut again from its document (chunking is deterministic)."""
     corpus, _, rest = chunk_id.partition(":")
     path, _, index = rest.rpartition("#")
     chunks = _chunks(corpora[corpus].text(Path(path)))
     i = int(index)
+    if i >= len(chunks):
+        raise ValueError(f"{chunk_id}: the document has {len(chunks)} chunks now")
     return Candidate(corpus, path, chunk_id, chunks[i], [c for j, c in enumerate(chunks) if j != i])
 
 
-def rebuild(attempts: list[Row], corpora: dict[str, Corpus]) -> Iterator[tuple[Row, list[Row]]]:
-    """Each attempt again under today's checks, from the reply it kept: (attempt, rows)."""
+def rebuild(attempts: list[Row], corpora: dict[str, Corpus]) -> tuple[list[Row], list[Row]]:
+    """Every attempt again under today's checks, from the reply it kept: (attempts, rows).
+    An attempt whose chunk is no longer the text the model read (the package changed) is
+    dropped, so that its chunk is asked about again."""
+    kept: list[Row] = []
+    rows: list[Row] = []
     for attempt in attempts:
-        cand = candidate_of(attempt["chunk_id"], corpora)
-        rows, refused = rows_from_reply(cand, attempt["reply"])
-        again = {**attempt, "accepted": len(rows), "refused": refused}
-        yield again, [{**r, "settings": attempt["settings"]} for r in rows]
+        try:
+            cand = candidate_of(attempt["chunk_id"], corpora)
+        except (ValueError, OSError):
+            continue
+        if attempt.get("chunk_sha", chunk_sha(cand.text)) != chunk_sha(cand.text):
+            continue
+        new, refused = rows_from_reply(cand, attempt["reply"])
+        kept.append({**attempt, "accepted": len(new), "refused": refused})
+        rows += [{**r, "settings": attempt["settings"]} for r in new]
+    return kept, rows

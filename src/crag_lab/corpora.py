@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import re
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -140,13 +140,16 @@ def _read(path: Path) -> str:
 def _ri(path: Path) -> str:
     """One Ruby class's documentation, as `ri` renders it (the package stores Ruby Marshal)."""
     name = "::".join(path.parent.relative_to(_RI_ROOT).parts)
-    shown = subprocess.run(
-        ["ri", "--no-pager", "--all", "-f", "markdown", "-d", str(_RI_ROOT), name],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    try:
+        shown = subprocess.run(
+            ["ri", "--no-pager", "--all", "-f", "markdown", "-d", str(_RI_ROOT), name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""  # a class `ri` cannot show is a document with no text
     prose = [line for line in shown.stdout.splitlines() if not line.startswith("    ")]
     text = re.sub(r"^#+\s*", "", "\n".join(prose), flags=re.M)
     return re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).replace("*", "")
@@ -162,11 +165,6 @@ class Corpus:
     files: Callable[[], list[Path]]
     text: Callable[[Path], str]
     licence: str  # as the package's Debian copyright file gives it
-
-    def documents(self) -> Iterator[tuple[str, str]]:
-        """(document name, text) for every file, in a fixed order."""
-        for path in self.files():
-            yield path.as_posix(), self.text(path)
 
 
 def _glob(root: str, *patterns: str, exclude: str = "^$") -> Callable[[], list[Path]]:

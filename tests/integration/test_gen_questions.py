@@ -16,9 +16,9 @@ from crag_lab.cli import gen_questions
 from crag_lab.construct import read_rows
 
 PAGE = (
-    "The frobnicate command rebuilds the cache of a project. It reads the settings file "
-    "first and then every module in turn. By default frobnicate keeps seven old caches "
-    "on disk. The --prune option removes caches older than a week. Each run writes a "
+    "The frobnicate command rebuilds the cache of a project. It reads the settings file\n"
+    "first and then every module in turn. By default frobnicate keeps seven old caches\n"
+    "on disk. The --prune option removes caches older than a week. Each run writes a\n"
     "log line with the time it took."
 )
 REPLY = (
@@ -30,7 +30,7 @@ REPLY = (
 
 @pytest.fixture
 def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    folder = tmp_path / "docs"
+    folder = tmp_path / "docs"  # documents ask about, then edited by a test
     folder.mkdir()
     for i in range(3):
         (folder / f"page{i}.txt").write_text(f"{PAGE}\n\n{PAGE.replace('seven', str(i))}")
@@ -62,6 +62,8 @@ def test_rows_are_labelled_by_construction_and_a_rerun_resumes(
         assert row["settings"] == {"prompt": gen_questions.PROMPT_VERSION}
         assert row["answer"] in row["sentence"] and row["answer"] not in row["negative"]
         assert row["sentence"] in row["chunk"]
+        # spaced alike: the positive and the deletion negative differ only by the answer
+        assert row["chunk"].replace(row["sentence"], "").split() == row["negative"].split()
     assert {r["answer"] for r in rows} >= {"--prune"}
     assert all("names the passage" in a["refused"] for a in attempts)
     # met: the second run neither loads a model nor writes
@@ -79,6 +81,19 @@ def test_rows_are_labelled_by_construction_and_a_rerun_resumes(
     assert main([*argv, "--rebuild"]) == 0
     assert read_rows(out / "questions.jsonl.gz")[0] == before
     assert len(tiny) == 2  # the two runs that asked; the rebuild loaded no model
+    # a document changed since: its attempts go, so that its chunks are asked again
+    page = tmp_path / "docs" / "page0.txt"
+    page.write_text(page.read_text().replace("seven", "nine"))
+    assert main([*argv, "--rebuild"]) == 0
+    left = [a["chunk_id"] for a in read_rows(out / "attempts.jsonl.gz")[0]]
+    assert left and not [i for i in left if "page0" in i]
+    assert len(left) == len(ids) - sum("page0" in i for i in ids)
+
+
+def test_a_rebuild_with_nothing_tried_changes_nothing(tiny: list[Any], tmp_path: Path) -> None:
+    out = tmp_path / "empty"
+    assert main(["gen-questions", "--out", str(out), "--corpora", "tiny", "--rebuild"]) == 1
+    assert not (out / "questions.jsonl.gz").exists()
 
 
 def test_a_missing_package_is_named(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:

@@ -40,7 +40,7 @@ from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.utils.function_calling import convert_to_json_schema
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from crag.errors import ProviderError
 from crag.models import cpu_count
@@ -195,7 +195,7 @@ class LlamaCppChatModel(BaseChatModel):
     model_path: str
     n_ctx: int = DEFAULT_N_CTX
     threads: int = 0
-    slots: int = 1  # calls decoded together
+    slots: int = Field(default=1, ge=1)  # calls decoded together
     max_tokens: int | None = 512
     temperature: float = 0.0
     stop: list[str] | None = None

@@ -33,7 +33,6 @@ from crag_lab.construct import (
     rows_from_reply,
 )
 from crag_lab.corpora import CORPORA, corpora
-from crag_lab.progress import Bar
 
 NAME = "gen-questions"
 HELP = "write the reader's training questions with the local model (resumable)"
@@ -116,21 +115,20 @@ def _stop_on_term(signum: int, frame: FrameType | None) -> None:
 def _rebuild(questions: Path, attempts: Path) -> int:
     """Both files written anew (beside, then moved over the old ones)."""
     tried = open_store(attempts)
-    new_rows, new_attempts = questions.with_suffix(".new"), attempts.with_suffix(".new")
-    for path in (new_rows, new_attempts):
-        path.unlink(missing_ok=True)
-    bar = Bar(len(tried), "rebuilding")
-    made = 0
-    for attempt, rows in rebuild(tried, CORPORA):
-        append_rows(new_attempts, [attempt])
-        append_rows(new_rows, rows)
-        made += len(rows)
-        bar.advance()
-    bar.close()
-    new_rows.touch()
-    new_rows.replace(questions)
-    new_attempts.replace(attempts)
-    print(f"{made} questions from {len(tried)} chunks in {questions}")
+    if not tried:
+        print(f"nothing to rebuild: no attempts in {attempts}", file=sys.stderr)
+        return 1
+    kept, rows = rebuild(tried, CORPORA)
+    for path, new in ((questions, rows), (attempts, kept)):
+        spare = path.with_suffix(".new")
+        spare.unlink(missing_ok=True)
+        spare.touch()
+        append_rows(spare, new)
+        spare.replace(path)
+    dropped = f" ({len(tried) - len(kept)} chunks changed since, to ask again)" * (
+        len(kept) < len(tried)
+    )
+    print(f"{len(rows)} questions from {len(kept)} chunks in {questions}{dropped}")
     return 0
 
 
@@ -156,48 +154,61 @@ def run(args: argparse.Namespace) -> int:
         f"({args.slots} at once; Ctrl-C stops cleanly)",
         file=sys.stderr,
     )
-    signal.signal(signal.SIGTERM, _stop_on_term)
     rows: list[Row] = []
     records: list[Row] = []
     started, done_chunks, made_now = time.monotonic(), 0, 0
 
     def flush() -> None:
-        append_rows(questions, [{**r, "settings": args.settings} for r in rows])
-        append_rows(attempts, records)
+        """Write what is done; a signal waits until both files have it."""
+        ready, done = [{**r, "settings": args.settings} for r in rows], list(records)
         rows.clear()
         records.clear()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            append_rows(questions, ready)
+            append_rows(attempts, done)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
+    def collect(finished: set[Future[Attempt]]) -> None:
+        nonlocal done_chunks, made_now
+        for future in finished:
+            attempt = future.result()
+            rows.extend(attempt.rows)
+            records.append(attempt.record(args.settings))
+            done_chunks += 1
+            made_now += len(attempt.rows)
+
+    previous = signal.signal(signal.SIGTERM, _stop_on_term)
+    pool = ThreadPoolExecutor(args.slots)
+    running: set[Future[Attempt]] = set()
     try:
-        with ThreadPoolExecutor(args.slots) as pool:
-            running: set[Future[Attempt]] = set()
-            while True:
-                while len(running) < args.slots and made + made_now < args.target:
-                    cand = next(todo, None)
-                    if cand is None:
-                        break
-                    running.add(pool.submit(_ask, model, cand))
-                if not running:
+        while True:
+            while len(running) < args.slots and made + made_now < args.target:
+                cand = next(todo, None)
+                if cand is None:
                     break
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    attempt = future.result()
-                    rows.extend(attempt.rows)
-                    records.append(attempt.record(args.settings))
-                    done_chunks += 1
-                    made_now += len(attempt.rows)
-                if len(records) >= args.batch:
-                    flush()
-                    rate = (time.monotonic() - started) / max(1, made_now)
-                    left = args.target - made - made_now
-                    print(
-                        f"{made + made_now}/{args.target} questions, {done_chunks} chunks "
-                        f"this run, {rate:.1f} s a question, ETA {left * rate / 3600:.1f} h",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                running.add(pool.submit(_ask, model, cand))
+            if not running:
+                break
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            collect(finished)
+            if len(records) >= args.batch:
+                flush()
+                rate = (time.monotonic() - started) / max(1, made_now)
+                left = args.target - made - made_now
+                print(
+                    f"{made + made_now}/{args.target} questions, {done_chunks} chunks "
+                    f"this run, {rate:.1f} s a question, ETA {left * rate / 3600:.1f} h",
+                    file=sys.stderr,
+                    flush=True,
+                )
     except KeyboardInterrupt:
         print("stopping: writing what is done", file=sys.stderr)
+        collect({f for f in running if f.done() and not f.exception()})
     finally:
         flush()
+        pool.shutdown(wait=False, cancel_futures=True)
+        signal.signal(signal.SIGTERM, previous)
     print(f"{made + made_now} questions in {questions}")
     return 0
