@@ -294,11 +294,17 @@ def chunk_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def candidate_of(chunk_id: str, corpora: dict[str, Corpus]) -> Candidate:
-    """The chunk an id names, cut again from its document (chunking is deterministic)."""
+def candidate_of(
+    chunk_id: str, corpora: dict[str, Corpus], read: dict[str, list[str]] | None = None
+) -> Candidate:
+    """The chunk an id names, cut again from its document (chunking is deterministic);
+    `read` keeps the documents already cut, by path."""
     corpus, _, rest = chunk_id.partition(":")
     path, _, index = rest.rpartition("#")
-    chunks = _chunks(corpora[corpus].text(Path(path)))
+    read = {} if read is None else read
+    if path not in read:
+        read[path] = _chunks(corpora[corpus].text(Path(path)))
+    chunks = read[path]
     i = int(index)
     if i >= len(chunks):
         raise ValueError(f"{chunk_id}: the document has {len(chunks)} chunks now")
@@ -311,9 +317,10 @@ def rebuild(attempts: list[Row], corpora: dict[str, Corpus]) -> tuple[list[Row],
     dropped, so that its chunk is asked about again."""
     kept: list[Row] = []
     rows: list[Row] = []
+    read: dict[str, list[str]] = {}
     for attempt in attempts:
         try:
-            cand = candidate_of(attempt["chunk_id"], corpora)
+            cand = candidate_of(attempt["chunk_id"], corpora, read)
         except (ValueError, OSError):
             continue
         if attempt.get("chunk_sha", chunk_sha(cand.text)) != chunk_sha(cand.text):
