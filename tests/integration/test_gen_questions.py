@@ -90,6 +90,21 @@ def test_rows_are_labelled_by_construction_and_a_rerun_resumes(
     assert len(left) == len(ids) - sum("page0" in i for i in ids)
 
 
+def test_a_sample_shows_rows_to_check_by_reading(
+    tiny: list[Any], tmp_path: Path, capsys: Any
+) -> None:
+    out = tmp_path / "data"
+    argv = ["gen-questions", "--out", str(out), "--corpora", "tiny", "--slots", "1"]
+    assert main([*argv, "--target", "4"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--sample", "3", "--seed", "1"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count("\nQ: ") + shown.startswith("Q: ") == 3
+    assert shown.count("the answer as written is in the negative: no") == 3
+    assert main([*argv, "--sample", "3", "--seed", "1"]) == 0
+    assert capsys.readouterr().out == shown  # the same rows for the same seed
+
+
 def test_a_rebuild_with_nothing_tried_changes_nothing(tiny: list[Any], tmp_path: Path) -> None:
     out = tmp_path / "empty"
     assert main(["gen-questions", "--out", str(out), "--corpora", "tiny", "--rebuild"]) == 1

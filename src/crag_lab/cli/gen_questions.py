@@ -8,6 +8,7 @@ already tried are skipped, and Ctrl-C or SIGTERM writes what is done before it e
 from __future__ import annotations
 
 import argparse
+import random
 import signal
 import sys
 import time
@@ -28,9 +29,11 @@ from crag_lab.construct import (
     Row,
     append_rows,
     candidates,
+    holds,
     open_store,
     rebuild,
     rows_from_reply,
+    tokens,
 )
 from crag_lab.corpora import CORPORA, corpora
 
@@ -61,6 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--batch", type=positive_int(1), default=8, help="chunks per write to the data set"
+    )
+    parser.add_argument(
+        "--sample",
+        type=positive_int(1),
+        default=0,
+        metavar="N",
+        help="print N rows drawn at random (with --seed) for a person to check, then stop",
     )
     parser.add_argument(
         "--rebuild",
@@ -132,6 +142,23 @@ def _rebuild(questions: Path, attempts: Path) -> int:
     return 0
 
 
+def _sample(questions: Path, n: int, seed: int) -> int:
+    """Rows to read: is the question answered by its sentence alone, and is the answer
+    gone from the deletion negative? (The second is also checked here, by its words.)"""
+    rows = open_store(questions)
+    if not rows:
+        print(f"no questions in {questions}", file=sys.stderr)
+        return 1
+    drawn = random.Random(seed).sample(range(len(rows)), min(n, len(rows)))
+    for k, i in enumerate(drawn, 1):
+        row = rows[i]
+        left = holds(row["negative"], tokens(row["answer"]))
+        print(f"--- {k}. row {i} ({row['corpus']}, located by {row.get('located', 'span')})")
+        print(f"Q: {row['question']}\nA: {row['answer']}\nS: {row['sentence']}")
+        print(f"the answer as written is in the negative: {'yes' if left else 'no'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     chosen = corpora([n.strip() for n in args.corpora.split(",") if n.strip()])
     out: Path = args.out
@@ -139,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
     questions, attempts = out / "questions.jsonl.gz", out / "attempts.jsonl.gz"
     if args.rebuild:
         return _rebuild(questions, attempts)
+    if args.sample:
+        return _sample(questions, args.sample, args.seed)
     have = open_store(questions)
     tried = {r["chunk_id"] for r in open_store(attempts)} | {r["chunk_id"] for r in have}
     made = len(have)
