@@ -70,7 +70,7 @@ def test_a_paraphrase_is_answered_from_the_cache(home: Path) -> None:
         assert result["documents"] == [] and result["verdict"] == "correct"
         # the answer keeps the confidence it was cached for, and says where it is from
         assert result["confidence"] == first["confidence"] > 0
-        shown = render(result)
+        shown = render(result, details=True)
         assert "an answer cached by an earlier run" in shown and "retrieved:" not in shown
 
 

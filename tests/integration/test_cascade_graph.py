@@ -54,7 +54,11 @@ def test_without_a_database_the_sql_source_is_left_out(sample_home: Path) -> Non
 def test_the_cli_shows_the_route_parts_and_sources_searched(sample_home: Path, plans: Path) -> None:
     cmd = [sys.executable, "-m", "crag.cli.main", "ask", QUESTION, "--home", str(sample_home)]
     cmd += ["--no-llm", "--external", "none", "--set", f"sql_path={plans}"]
+    brief = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
+    assert brief.splitlines()[-1].startswith("verdict: ") and "route:" not in brief
+    cmd.append("-v")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
+    assert out.startswith(brief.rstrip("\n"))  # the details come after the result
     assert "route: full" in out
     assert "searched: " in out and "sql: " in out
     assert "plans.sqlite (SQL: WITH q(text) AS (SELECT" in out

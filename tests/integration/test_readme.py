@@ -90,6 +90,10 @@ def readme_env(workspace: Path) -> Iterator[dict[str, str]]:
         }
 
 
+#: An example of what a command prints: "$ COMMAND" on the first line, then its output.
+EXAMPLES = re.findall(r"^```text\n\$ (.*?)\n(.*?)^```", DOCUMENTS[0].read_text(), re.S | re.M)
+
+
 def test_the_readme_has_code_to_run_and_every_doc_is_run() -> None:
     kinds = [kind for kind, _ in BLOCKS]
     assert "python" in kinds and "bash" in kinds
@@ -118,3 +122,24 @@ def test_every_readme_block_runs_as_written(workspace: Path, readme_env: dict[st
             assert out.returncode == 0, f"{shown}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
             ran += 1
     assert ran >= 8
+
+
+def test_the_readmes_example_output_is_what_crag_prints(
+    workspace: Path, readme_env: dict[str, str]
+) -> None:
+    assert EXAMPLES
+    # unchanged since the blocks above ingested them (README order): each costs a hash
+    for folder, collection in (("library", "books"), ("external", "external")):
+        ingest = f"crag ingest samples/{folder} --collection {collection}"
+        subprocess.run(["bash", "-c", ingest], cwd=workspace / "crag", env=readme_env, check=True)
+    for command, shown in EXAMPLES:
+        out = subprocess.run(
+            ["bash", "-c", command],
+            cwd=workspace / "crag",
+            env={**readme_env, "CRAG_CACHE": "false"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout == shown, command

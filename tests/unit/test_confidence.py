@@ -391,6 +391,7 @@ def test_crag_ask_shows_the_signals_conflicts_and_confidence() -> None:
     )
     assert result["conflicts"][0]["preferred"] == "new" and result["confidence"] > 0
     shown = render({**result, "timings": {}, "path": []})
-    assert "conf 0." in shown and "authority 0.90 library" in shown
     assert "sources disagree (rule): new.md: 5680; old.md: 5570" in shown
-    assert "confidence: 0." in shown
+    assert ", confidence 0." in shown and "conf 0." not in shown  # the table: with -v
+    shown = render({**result, "timings": {}, "path": []}, details=True)
+    assert "conf 0." in shown and "authority 0.90 library" in shown

@@ -1,4 +1,5 @@
-"""`crag ask QUESTION`: run the graph, show progress, verdict, scores, answer, sources."""
+"""`crag ask QUESTION`: run the graph, show its progress, then the answer and its sources,
+the verdict and the confidence (`--details`: what was retrieved, scored and searched)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question, in quotes")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "-v",
+        "--details",
+        action="store_true",
+        help="also every retrieved chunk's score, the parts, searches and path",
+    )
     parser.add_argument(
         "--thread", default=None, help="continue this conversation (see `crag chat`)"
     )
@@ -60,13 +67,32 @@ def signals(doc: dict[str, Any]) -> str:
     )
 
 
-def render(result: dict[str, Any]) -> str:
-    how = (
-        "an answer cached by an earlier run"
-        if result.get("cached")
-        else f"grader: {result['grader']}, route: {result['route']}"
-    )
-    lines = [f"verdict: {result['verdict']}  ({how})"]
+def render(result: dict[str, Any], details: bool = False) -> str:
+    """The answer and its sources first, then the verdict and the confidence; what was
+    retrieved, scored and searched, and the path taken, with `details`."""
+    notes = sources(result)
+    for conflict in result.get("conflicts") or []:
+        said = "; ".join(f"{v['source']}: {v['value']}" for v in conflict["values"])
+        notes.append(f"sources disagree ({conflict['by']}): {said}")
+    if result["web_error"]:
+        notes.append(f"external source failed: {result['web_error']}")
+    how = f"verdict: {result['verdict']}"
+    if result["answered"]:
+        how += f", confidence {result.get('confidence', 0):.2f}"
+    if result.get("cached"):
+        how += " (an answer cached by an earlier run)"
+    lines = [textwrap.fill(result["answer"], width=100), ""]
+    lines += [*notes, ""] if notes else []
+    lines.append(how)
+    if details:
+        lines += _details(result)
+    return "\n".join(lines)
+
+
+def _details(result: dict[str, Any]) -> list[str]:
+    lines = []
+    if not result.get("cached"):
+        lines.append(f"grader: {result['grader']}, route: {result['route']}")
     for part in result["parts"]:
         lines.append(f"  part: {part['text']}  {'covered' if part['covered'] else 'not covered'}")
     if result["documents"]:
@@ -77,19 +103,11 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"web query: {result['web_query']}")
     if result["searched"]:
         lines.append(f"searched: {'; '.join(result['searched'])}")
-    if result["web_error"]:
-        lines.append(f"external source failed: {result['web_error']}")
     for i, doc in enumerate(result.get("web_documents") or [], start=1):
         lines.append(f"  w{i}. score {doc.get('score', 0):.2f}  {where(doc)}{signals(doc)}")
-    for conflict in result.get("conflicts") or []:
-        said = "; ".join(f"{v['source']}: {v['value']}" for v in conflict["values"])
-        lines.append(f"sources disagree ({conflict['by']}): {said}")
-    lines += ["", textwrap.fill(result["answer"], width=100), "", *sources(result)]
-    if result["answered"]:
-        lines.append(f"confidence: {result.get('confidence', 0):.2f}")
     total = sum(result["timings"].values())
     lines.append(f"path: {' -> '.join(result['path'])}  ({total:.1f}s)")
-    return "\n".join(lines)
+    return lines
 
 
 def as_json(result: dict[str, Any]) -> str:
@@ -124,5 +142,5 @@ def run(args: argparse.Namespace) -> int:
         on_token=streamed if show and ctx.models.chat_model != EXTRACTIVE else None,
     )
     result = summary(state)
-    print(as_json(result) if args.json else printable(render(result)))
+    print(as_json(result) if args.json else printable(render(result, args.details)))
     return 0
