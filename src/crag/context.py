@@ -100,6 +100,16 @@ class Models:
         Path("~/.cache/crag"), "Where the local GGUF model is assembled once (1.1 GB)."
     )
     threads: int = knob(0, "CPU threads for local models (0 = all cores).", check="amount")
+    local_slots: int = knob(
+        1,
+        "Calls the local chat model decodes together (first come, first served).",
+        check="count",
+    )
+    local_queue_timeout_s: float = knob(
+        600.0,
+        "Longest wait of a call for a free slot of the local chat model (s).",
+        check="seconds",
+    )
     chat_timeout_s: float = knob(
         180.0,
         "Timeout of each call to an `openai:` chat model (s); long enough for a small model "

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from requires import LOCAL, require_module
 
 from crag.context import Context
+from crag.errors import ProviderError
 from crag.models import llamacpp
 from crag.models.chat import make_chat_model
 from crag.models.llamacpp import LlamaCppChatModel, LlamaCppError
@@ -219,3 +220,39 @@ def test_the_local_model_streams_the_answer_token_by_token(sample_home) -> None:
     state = ask(question, context=ctx, on_token=pieces.append)
     assert len(pieces) > 3
     assert state["answered"] and "".join(pieces).strip() == state["answer"]
+
+
+def test_slots_go_first_come_first_served() -> None:
+    """Six calls wait for one slot; each freed slot goes to the one that asked first."""
+    import threading
+    import time
+
+    slots = llamacpp.Slots(1)
+    assert slots.acquire(0)
+    order: list[int] = []
+    threads = []
+    for i in range(6):
+        threads.append(threading.Thread(target=lambda i=i: slots.acquire() and order.append(i)))
+        threads[-1].start()
+        time.sleep(0.05)  # they ask in this order
+    for _ in range(6):
+        slots.release()
+        time.sleep(0.05)
+    for t in threads:
+        t.join(5)
+    assert order == list(range(6))
+    assert not slots.acquire(0)  # the last one still holds the only slot
+    slots.release()
+    assert slots.acquire(0)
+
+
+def test_a_call_that_finds_no_free_slot_in_time_names_the_knob(fake_llm) -> None:
+    llm, server = fake_llm
+    engine = llamacpp._ENGINES[("fake.gguf", 4096, 2, 1)]
+    assert engine.slots.acquire(0)  # another run holds the only slot
+    waiting = llm.model_copy(update={"queue_timeout_s": 0.2})
+    with pytest.raises(ProviderError, match=r"no free slot for 0\.2 s \(local_queue_timeout_s"):
+        waiting.invoke("q")
+    assert server.requests == []
+    engine.slots.release()
+    assert waiting.invoke("q").content == "yes"

@@ -41,7 +41,11 @@ def _local(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
 
     path = ensure_local_gguf(ctx.models.model_cache)
     return LlamaCppChatModel(
-        model_path=str(path), threads=ctx.models.threads, max_tokens=max_tokens
+        model_path=str(path),
+        threads=ctx.models.threads,
+        slots=ctx.models.local_slots,
+        queue_timeout_s=ctx.models.local_queue_timeout_s,
+        max_tokens=max_tokens,
     )
 
 
@@ -88,7 +92,10 @@ def make_chat_model(
             "is handled by the generate node"
         )
     name, model = CHAT_MODELS.split(spec, f"{SPEC_FORMS} (or `{EXTRACTIVE}`)")
-    key: tuple[object, ...] = (spec, str(ctx.models.model_cache), ctx.models.threads, limit)
+    models = ctx.models
+    key: tuple[object, ...] = (spec, str(models.model_cache), models.threads, limit)
+    if name == "local":
+        key += (models.local_slots, models.local_queue_timeout_s)
     if name == "openai":  # checked before the cache, and part of its key
         outgoing = ctx.search.redact_queries and leaves_machine()
         key += (ctx.models.chat_timeout_s, outgoing, *openai_identity(f"chat model `{spec}`"))

@@ -15,12 +15,14 @@ batching); further calls wait for a free slot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,10 +54,43 @@ class LlamaCppError(RuntimeError):
     """llama.cpp refused a request (e.g. the prompt does not fit the context)."""
 
 
+class Slots:
+    """A model's free slots, handed out first come, first served: a freed slot goes to the
+    call that has waited longest, never to one that arrived after it."""
+
+    def __init__(self, n: int = 1) -> None:
+        self._free = n
+        self._lock = threading.Lock()
+        self._waiting: deque[threading.Event] = deque()
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Take a slot; False if none came free within `timeout` seconds."""
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return True
+            turn = threading.Event()
+            self._waiting.append(turn)
+        if turn.wait(timeout):
+            return True
+        with self._lock:
+            if turn.is_set():  # handed over just as the wait ran out
+                return True
+            self._waiting.remove(turn)
+            return False
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().set()  # the slot passes straight to the oldest
+            else:
+                self._free += 1
+
+
 @dataclass
 class _Engine:
     server: Any
-    free: threading.Semaphore = field(default_factory=threading.Semaphore)  # one per slot
+    slots: Slots = field(default_factory=Slots)
     load_s: float = 0.0
 
 
@@ -96,7 +131,7 @@ def _load_engine(path: str, n_ctx: int, threads: int, slots: int = 1) -> _Engine
         params.endpoint_slots = False
         t0 = time.monotonic()
         server = xlc.Server(params)
-        engine = _Engine(server, threading.Semaphore(slots), time.monotonic() - t0)
+        engine = _Engine(server, Slots(slots), time.monotonic() - t0)
         _ENGINES[key] = engine
         return engine
 
@@ -196,6 +231,7 @@ class LlamaCppChatModel(BaseChatModel):
     n_ctx: int = DEFAULT_N_CTX
     threads: int = 0
     slots: int = Field(default=1, ge=1)  # calls decoded together
+    queue_timeout_s: float | None = None  # longest wait for a free slot (None: no limit)
     max_tokens: int | None = 512
     temperature: float = 0.0
     stop: list[str] | None = None
@@ -251,9 +287,21 @@ class LlamaCppChatModel(BaseChatModel):
             req["logprobs"] = True
         return req
 
+    @contextlib.contextmanager
+    def _slot(self, engine: _Engine) -> Iterator[None]:
+        if not engine.slots.acquire(self.queue_timeout_s):
+            raise ProviderError(
+                f"the local model had no free slot for {self.queue_timeout_s:g} s "
+                "(local_queue_timeout_s; more at once: local_slots)"
+            )
+        try:
+            yield
+        finally:
+            engine.slots.release()
+
     def _call_server(self, req: dict[str, Any]) -> dict[str, Any]:
         engine = self._engine()
-        with engine.free:
+        with self._slot(engine):
             res = engine.server.handle_chat_completions(req)
         if isinstance(res, (str, bytes)):
             res = json.loads(res)
@@ -320,7 +368,7 @@ class LlamaCppChatModel(BaseChatModel):
         req = self._request(messages, stop, dict(kwargs))
         req["stream"] = True
         engine = self._engine()
-        with engine.free:
+        with self._slot(engine):
             engine.server.handle_chat_completions(req, emit)
 
     @staticmethod
