@@ -11,11 +11,11 @@ import argparse
 import random
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from crag import prompts
@@ -118,10 +118,6 @@ def _ask(model: Any, cand: Candidate) -> Attempt:
     return Attempt(cand, text, rows, refused, time.monotonic() - t0)
 
 
-def _stop_on_term(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def _rebuild(questions: Path, attempts: Path) -> int:
     """Both files written anew (beside, then moved over the old ones)."""
     tried = open_store(attempts)
@@ -188,16 +184,10 @@ def run(args: argparse.Namespace) -> int:
     started, done_chunks, made_now = time.monotonic(), 0, 0
 
     def flush() -> None:
-        """Write what is done; a signal waits until both files have it."""
-        ready, done = [{**r, "settings": args.settings} for r in rows], list(records)
+        append_rows(questions, [{**r, "settings": args.settings} for r in rows])
+        append_rows(attempts, records)
         rows.clear()
         records.clear()
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
-            append_rows(questions, ready)
-            append_rows(attempts, done)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     def collect(finished: set[Future[Attempt]]) -> None:
         nonlocal done_chunks, made_now
@@ -208,11 +198,16 @@ def run(args: argparse.Namespace) -> int:
             done_chunks += 1
             made_now += len(attempt.rows)
 
-    previous = signal.signal(signal.SIGTERM, _stop_on_term)
+    # Ctrl-C and SIGTERM only ask the loop to stop: a write is never cut between the
+    # questions and their attempts (a raising handler can land between the two).
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     pool = ThreadPoolExecutor(args.slots)
     running: set[Future[Attempt]] = set()
     try:
-        while True:
+        while not stop.is_set():
             while len(running) < args.slots and made + made_now < args.target:
                 cand = next(todo, None)
                 if cand is None:
@@ -220,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
                 running.add(pool.submit(_ask, model, cand))
             if not running:
                 break
-            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            finished, running = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
             collect(finished)
             if len(records) >= args.batch:
                 flush()
@@ -232,12 +227,13 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-    except KeyboardInterrupt:
-        print("stopping: writing what is done", file=sys.stderr)
-        collect({f for f in running if f.done() and not f.exception()})
+        if stop.is_set():
+            print("stopping: writing what is done", file=sys.stderr)
+            collect({f for f in running if f.done() and not f.exception()})
     finally:
         flush()
         pool.shutdown(wait=False, cancel_futures=True)
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print(f"{made + made_now} questions in {questions}")
     return 0
