@@ -154,12 +154,18 @@ class Grading:
         "chat_model: `cascade`), `offline` (the trained grader if `crag train-grader` saved "
         "one, else embedding similarity), `similarity`, `features` (the feature evaluator), "
         "`cascade` (offline, then the LLM judge for the uncertain band), `mean` (offline and "
-        "the LLM judge averaged on every document), `judge`, or `trained`.",
+        "the LLM judge averaged on every document), `judge`, `trained`, or `reader` (the "
+        "cross-encoder `crag train-reader` saves; see reader_file).",
     )
     grader_file: Path | None = knob(
         None,
         "A grader saved by `crag train-grader` (grader.json) to grade with instead of the one "
         "in HOME/grader (e.g. one trained on another library).",
+    )
+    reader_file: Path | None = knob(
+        None,
+        "Reader: a model saved by `crag train-reader` (reader.onnx, with reader.json beside "
+        "it) to grade with instead of the one crag ships.",
     )
     strip_weight: float = knob(
         0.5,

@@ -37,6 +37,24 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return float(u / (n_pos * n_neg))
 
 
+def grouped_auc(
+    scores: Sequence[float], labels: Sequence[bool], groups: Sequence[str]
+) -> float | None:
+    """AUC over the (positive, negative) pairs of the same group only: for one question,
+    does the passage that answers it outscore the ones on its topic that do not? Pairs
+    are pooled over groups (ties count one half); None without such a pair."""
+    by_group: dict[str, tuple[list[float], list[float]]] = {}
+    for s, y, g in zip(scores, labels, groups, strict=True):
+        by_group.setdefault(g, ([], []))[0 if y else 1].append(float(s))
+    wins = total = 0.0
+    for pos, neg in by_group.values():
+        if pos and neg:
+            p, n = np.asarray(pos)[:, None], np.asarray(neg)[None, :]
+            wins += float((p > n).sum() + 0.5 * (p == n).sum())
+            total += p.size * n.size
+    return wins / total if total else None
+
+
 def calibration(scores: Sequence[float], labels: Sequence[bool], bins: int = 10) -> dict[str, Any]:
     """How far scores read as probabilities are from the rates they claim: the Brier
     score (mean squared error) and the expected calibration error (in equal-width bins,

@@ -235,6 +235,19 @@ def test_a_figure_cited_to_the_wrong_page_is_cited_to_the_page_that_states_it() 
     )
 
 
+def test_a_citation_moves_only_to_a_page_that_states_the_sentence_not_just_its_figures() -> None:
+    claim = "By default the HTTPS API listens on TCP port 7420, set by the listen_port key"
+    guide = _source(2, "2", f"{claim} in the [server] section.")
+    trouble = _source(3, "3", "Error 7420: address in use. Check listen_port.")
+    intro = _source(1, "1", "Lumen Server exposes an HTTPS API to its clients.")
+    # the cited page states the claim: it stays, though another page repeats the figure
+    assert repointed(f"{claim} [2].", [intro, guide, trouble]) == (f"{claim} [2].", 0)
+    # a page that only repeats the figure is no better than the cited one
+    assert repointed(f"{claim} [1].", [intro, trouble]) == (f"{claim} [1].", 0)
+    # among two pages with the figure, the one stating the sentence takes the citation
+    assert repointed(f"{claim} [1].", [intro, guide, trouble]) == (f"{claim} [2].", 1)
+
+
 def test_the_query_keeps_what_the_library_lacks_but_not_a_masked_secrets_words() -> None:
     from crag.nodes.rewrite import rewrite
 

@@ -73,6 +73,13 @@ def _similarity(ctx: Context, embeddings: Embeddings, library: bool) -> Relevanc
     return SimilarityGrader(embeddings, ctx.grading.strip_weight, ctx.refinement.strip_sentences)
 
 
+@GRADERS.register("reader", "the reader: a cross-encoder trained by `crag train-reader`, no LLM")
+def _reader(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    from crag.grading.reader import make_reader_grader
+
+    return make_reader_grader(ctx)
+
+
 @GRADERS.register("judge", "the LLM judge (judge_model) on every document")
 def _judge(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     from crag.grading.judge import JudgeGrader

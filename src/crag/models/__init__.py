@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 
 def cpu_count() -> int:
@@ -11,3 +13,20 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def cpu_session(path: Path, threads: int = 0) -> Any:
+    """An onnxruntime session on the CPU, as crag's local models run: `threads` cores
+    (0: all this process may use), one operator at a time."""
+    import onnxruntime as ort  # loaded with a model, not with crag
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads or cpu_count()
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    # The arena keeps every batch shape's buffers: 1.7 GB peak RSS on an ingest,
+    # 0.35 GB without it, for a few percent of speed.
+    opts.enable_cpu_mem_arena = False
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])

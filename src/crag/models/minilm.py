@@ -20,7 +20,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from crag.errors import ProviderError
-from crag.models import cpu_count
+from crag.models import cpu_session
 
 #: Word pieces per text, special tokens included (sentence-transformers' max_seq_length).
 MAX_LENGTH = 256
@@ -88,7 +88,7 @@ class MiniLMEmbeddings(Embeddings):
             if self._session is not None:
                 return
             try:
-                import onnxruntime as ort  # loaded with the model, not with crag
+                import onnxruntime  # noqa: F401  (checked here, loaded by cpu_session)
                 from tokenizers import Tokenizer
             except ImportError as exc:
                 raise ProviderError(
@@ -115,18 +115,7 @@ class MiniLMEmbeddings(Embeddings):
             tokenizer.no_padding()  # we pad per length-sorted batch ourselves
             tokenizer.enable_truncation(max_length=self.max_length)
 
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = self.threads or cpu_count()
-            opts.inter_op_num_threads = 1
-            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            opts.log_severity_level = 3
-            # The arena keeps every batch shape's buffers: 1.7 GB peak RSS on an ingest,
-            # 0.35 GB without it, for a few percent of speed.
-            opts.enable_cpu_mem_arena = False
-            session = ort.InferenceSession(
-                str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
-            )
+            session = cpu_session(Path(model_path), self.threads)
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session

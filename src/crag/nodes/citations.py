@@ -1,7 +1,7 @@
 """What an answer cites: the kept strips grouped into numbered sources (file + page,
 or URL), those sources as the model reads them, and the citations an answer gives,
-each moved to the source that states its claim's figures where the model cited
-another."""
+each moved to the source that states its claim where the model cited one that does
+not."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import re
 from crag import prompts
 from crag.directives import without_directives
 from crag.state import Citation, Passage, Strip
+from crag.text import content_words, stem, stems
 
 CITE = re.compile(r"\[(\d+)\]")
 
@@ -72,20 +73,36 @@ def _states(text: str, numbers: list[str]) -> bool:
     return all(re.search(rf"(?<![\w.]){re.escape(x)}(?![\w]|\.\d)", text) for x in numbers)
 
 
+#: The share of a claim's words a source must hold to state it (with all its figures).
+STATES_CLAIM = 0.5
+
+
+def _support(claim: str, text: str) -> float:
+    """How much of a claim a source states: none unless it holds every figure the claim
+    gives, else the share of the claim's words (stemmed) it holds."""
+    numbers = [x for x in _NUMBER.findall(claim) if len(x) > 1]
+    if not _states(text, numbers):
+        return 0.0
+    words = {stem(w) for w in content_words(claim)}
+    return len(words & stems(text)) / len(words) if words else 1.0
+
+
 def repointed(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tuple[str, int]:
-    """The answer with a citation moved to the source that states the numbers of its
-    claim (the text since the previous mark), where the cited source does not and
-    exactly one other does: a model often cites a document's first page for a figure
-    on its second. Returns the answer and how many citations moved."""
+    """The answer with a citation moved where the cited source does not state the claim
+    (the text since the previous mark, when it gives figures) and exactly one other
+    source states it best, sentence and figures: a model often cites a document's first
+    page for a figure on its second. A cited source that states the claim stays cited,
+    even where another page repeats the figures. Returns the answer and how many moved."""
     texts = {c["n"]: " ".join(s["text"] for s in strips) for c, strips in numbered}
     pieces, last, moved = [], 0, 0
     for mark in CITE.finditer(answer):
         claim, n = answer[last : mark.start()], int(mark.group(1))
-        numbers = [x for x in _NUMBER.findall(claim) if len(x) > 1]
-        if numbers and n in texts and not _states(texts[n], numbers):
-            others = [k for k in texts if k != n and _states(texts[k], numbers)]
-            if len(others) == 1:
-                n, moved = others[0], moved + 1
+        if n in texts and any(len(x) > 1 for x in _NUMBER.findall(claim)):
+            support = {k: _support(claim, text) for k, text in texts.items()}
+            best = max(support.values())
+            winners = [k for k, v in support.items() if v == best]
+            if support[n] < STATES_CLAIM <= best and len(winners) == 1:
+                n, moved = winners[0], moved + 1
         pieces.append(f"{claim}[{n}]")
         last = mark.end()
     return "".join(pieces) + answer[last:], moved
