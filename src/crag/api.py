@@ -176,6 +176,7 @@ def summary(state: State) -> dict[str, Any]:
         "support": state.get("support") or "none",
         "unsupported": state.get("unsupported") or [],
         "confidence": state.get("confidence", 0.0),
+        "composite": state.get("composite", 0.0),
         "conflicts": state.get("conflicts") or [],
         "citations": state.get("citations") or [],
         "path": [step["node"] for step in path],

@@ -64,6 +64,7 @@ KEPT = (
     "answered",
     "unsupported",
     "grader",
+    "composite",
     "confidence",
 )
 #: The knobs an answer depends on (besides the library): an entry serves runs with the

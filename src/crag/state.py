@@ -233,7 +233,8 @@ class State(InputState, total=False):
     answered: bool
     decline_reason: str | None  # why crag declined (`verification.DeclineReason`); None: answered
     support: Support
-    confidence: float  # the composite confidence of the sources the answer cites
+    composite: float  # the composite confidence of the sources the answer cites (0: declined)
+    confidence: float  # the probability that the outcome is right (`grading.outcome`)
     conflicts: list[Conflict]  # disagreements settled in refinement
     unsupported: list[str]  # what the question asks that the evidence does not show
     path: Annotated[list[Step], _merge_path]

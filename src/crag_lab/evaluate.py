@@ -63,8 +63,9 @@ FITTED_FIELDS = ("grader", "grader_file", "lower", "upper", "strip_threshold")
 @dataclass
 class Evaluation:
     metrics: dict[str, Any]
-    records: dict[str, list[dict[str, Any]]]
+    records: dict[str, list[dict[str, Any]]]  # by system, aligned with `questions`
     report: Path
+    questions: list[Question]
 
 
 def default_out(now: datetime | None = None) -> Path:
@@ -188,7 +189,7 @@ async def evaluate(
     figures["latency"] = plots.latency_by_route(records, out / "latency.png").name
     metrics["seconds"] = round(time.perf_counter() - started, 2)
     path = report.write(out, metrics, records, figures)
-    return Evaluation(metrics, records, path)
+    return Evaluation(metrics, records, path, list(questions))
 
 
 def _plain(value: Any) -> Any:

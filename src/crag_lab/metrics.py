@@ -63,13 +63,31 @@ def calibration(scores: Sequence[float], labels: Sequence[bool], bins: int = 10)
     y = np.asarray(labels, dtype=float)
     if not len(p):
         return {"brier": None, "ece": None}
-    which = np.clip((p * bins).astype(int), 0, bins - 1)
     gap = sum(
-        abs(p[which == b].mean() - y[which == b].mean()) * int((which == b).sum())
-        for b in range(bins)
-        if (which == b).any()
+        abs(b["predicted"] - b["observed"]) * b["n"] for b in reliability(scores, labels, bins)
     )
     return {"brier": float(np.mean((p - y) ** 2)), "ece": float(gap / len(p))}
+
+
+def reliability(
+    scores: Sequence[float], labels: Sequence[bool], bins: int = 10
+) -> list[dict[str, float]]:
+    """The reliability diagram's points: per equal-width bin that holds a score, its
+    range, size, mean score (predicted) and share of true labels (observed)."""
+    p = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=float)
+    which = np.clip((p * bins).astype(int), 0, bins - 1)
+    return [
+        {
+            "low": b / bins,
+            "high": (b + 1) / bins,
+            "n": int((which == b).sum()),
+            "predicted": float(p[which == b].mean()),
+            "observed": float(y[which == b].mean()),
+        }
+        for b in range(bins)
+        if (which == b).any()
+    ]
 
 
 def classify(scores: Sequence[float], labels: Sequence[bool], threshold: float) -> dict[str, Any]:

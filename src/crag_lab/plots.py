@@ -132,3 +132,31 @@ def latency_by_route(records: Mapping[str, Sequence[Mapping[str, Any]]], path: P
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def reliability_diagram(by_library: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
+    """Predicted confidence against the observed share of right outcomes, per library
+    (`crag_lab.confidence.held_out`): a calibrated one lies on the diagonal."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":", label="calibrated")
+    for name, held in by_library.items():
+        points = held["bins"]
+        ax.plot(
+            [b["predicted"] for b in points],
+            [b["observed"] for b in points],
+            marker="o",
+            label=f"{name} (ECE {held['ece']:.3f}, n={held['n']})",
+        )
+        for b in points:
+            ax.annotate(str(b["n"]), (b["predicted"], b["observed"]), fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (held out by library)")
+    ax.set_ylabel("share of outcomes right")
+    ax.set_title("reliability of crag's confidence")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -46,6 +46,10 @@ DEFINITIONS = """\
   `correct`; 0.5 is the tutorial's cut). ROC AUC with ties counted one half."""
 
 
+#: The reliability diagram of crag's confidence, beside the report of several libraries.
+RELIABILITY_PNG = "reliability.png"
+
+
 def fmt(value: Any, digits: int = 3) -> str:
     if value is None:
         return "–"
@@ -384,11 +388,47 @@ def write(
     return report
 
 
+def confidence_table(held: Mapping[str, Mapping[str, Any]]) -> str:
+    """crag's confidence held out by library (`crag_lab.confidence.held_out`)."""
+    rows = [
+        [
+            name,
+            h["n"],
+            fmt(h["right"]),
+            fmt(h["ece"]),
+            fmt(h["brier"]),
+            fmt(h["mean_right"]),
+            fmt(h["mean_wrong"]),
+            fmt(
+                None
+                if h["mean_right"] is None or h["mean_wrong"] is None
+                else h["mean_right"] - h["mean_wrong"]
+            ),
+        ]
+        for name, h in held.items()
+    ]
+    header = [
+        "library",
+        "outcomes",
+        "share right",
+        "ECE",
+        "Brier",
+        "mean confidence: right",
+        "wrong",
+        "gap",
+    ]
+    return _table(header, rows)
+
+
 def write_set(
-    out: Path, by_library: Mapping[str, Mapping[str, Any]], fitted: Mapping[str, Any]
+    out: Path,
+    by_library: Mapping[str, Mapping[str, Any]],
+    fitted: Mapping[str, Any],
+    confidence: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
     """The report of several libraries: each library's metrics and their mean per system
-    in metrics.json, and the side-by-side table in report.md; returns report.md."""
+    in metrics.json, and the side-by-side table in report.md (with crag's confidence held
+    out by library, when measured); returns report.md."""
     out.mkdir(parents=True, exist_ok=True)
     systems = list(dict.fromkeys(s for m in by_library.values() for s in m["systems"]))
     mean = {
@@ -419,7 +459,6 @@ def write_set(
             for s in systems
         },
     }
-    (out / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     held = all(fitted.get(name) for name in by_library)
     lines = [
         "# crag evaluation over several libraries",
@@ -428,12 +467,26 @@ def write_set(
         else "crag's defaults: a library the defaults were fitted on gives in-sample figures.",
         libraries_table(by_library),
         "Each library's own report: " + ", ".join(f"[{n}]({n}/report.md)" for n in by_library),
+    ]
+    if confidence:
+        summary["confidence"] = confidence
+        lines += [
+            "## crag's confidence, held out by library",
+            "Each library's runs scored by a model fitted on the other libraries' runs "
+            "(`crag.grading.outcome`); a run is right when it answered from a context "
+            "holding the evidence, or declined a question nothing answers. The model "
+            "fitted on every library is `confidence.json`.",
+            confidence_table(confidence),
+            f"![reliability]({RELIABILITY_PNG})",
+        ]
+    lines += [
         "## Definitions",
         "**decision quality**: per question, an answerable question answered from a context "
         "that holds its evidence, an unanswerable one declined; the mean over the four "
         "categories (internal, external, partial, none).",
         DEFINITIONS,
     ]
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     report = out / "report.md"
     report.write_text("\n\n".join(lines) + "\n")
     return report

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from crag.cli.main import main
+from crag.grading.features import LogisticModel
+from crag.grading.outcome import SIGNALS
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 PORT = "Which TCP port does the Lumen server's HTTPS API listen on by default?"
@@ -115,6 +117,20 @@ def test_each_system_is_fitted_on_the_other_library_only(report: Path) -> None:
     assert on_a["system_config"]["naive"]["grader_file"] is None
     # the pair AUC of crag's fitted grader sits beside plain similarity's, on a's pairs
     assert on_a["grader"]["n"] == 4 and on_a["grader"]["similarity"]["n"] == 4
+
+
+def test_crags_confidence_is_measured_held_out_and_the_model_fitted_on_both_saved(
+    report: Path,
+) -> None:
+    summary = json.loads((report / "metrics.json").read_text())
+    for name in ("a", "b"):
+        held = summary["confidence"][name]
+        assert held["n"] == 4 and 0.0 <= held["ece"] <= 1.0
+        assert sum(b["n"] for b in held["bins"]) == 4
+    assert "crag's confidence, held out by library" in (report / "report.md").read_text()
+    assert (report / "reliability.png").stat().st_size > 1000
+    model = json.loads((report / "confidence.json").read_text())
+    assert LogisticModel.from_dict(model, SIGNALS).features == SIGNALS
 
 
 def test_a_questions_file_and_folders_cannot_be_mixed(capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,6 +29,7 @@ from crag.grading.confidence import (
     recency,
     weights_for,
 )
+from crag.grading.outcome import probability, signals
 from crag.grading.question_form import slot, time_sensitive
 from crag.models.remembering import Remembering
 from crag.nodes import refine as refine_module
@@ -179,7 +180,7 @@ def test_the_weights_change_the_order_as_documented() -> None:
     relevant_but_old = doc("a", "Tessaro listener port 5570.", age_days=3650, score=0.9)
     newer = doc("b", "Tessaro listener port 5680.", age_days=0, score=0.7)
     question = "Which listener port does Tessaro use?"
-    c = ctx()
+    c = ctx(weight_recency=0.2)
     weights, _ = weights_for(c, question)
     assert weights == Weights(relevance=0.6, completeness=0.1, recency=0.2, authority=0.1)
     a, b = rate([relevant_but_old, newer], question, c, weights)
@@ -345,13 +346,30 @@ def test_which_questions_ask_for_one_value(question: str, kind: str | None) -> N
     assert slot(question) == kind
 
 
-def test_the_answers_confidence_is_that_of_its_sources() -> None:
+def test_the_confidence_does_not_age_with_its_source() -> None:
+    fresh = run([doc("new", FRESH, age_days=0, score=0.9)])
+    old = run([doc("new", FRESH, age_days=6 * 365, score=0.9)])
+    assert old["composite"] < fresh["composite"]  # the source's age orders sources
+    assert old["confidence"] == fresh["confidence"]  # and says nothing of the outcome
+
+
+def test_the_answers_composite_is_that_of_its_sources_and_its_confidence_a_probability() -> None:
     out = run([doc("new", FRESH, age_days=0, score=0.9)])
-    assert out["answered"] and out["confidence"] == out["ratings"]["new"]["confidence"] > 0.5
+    assert out["answered"] and out["composite"] == out["ratings"]["new"]["confidence"] > 0.5
     # refinement rates the documents beside them: the graded documents stay as graded
     assert "confidence" not in out["docs"][0]
-    declined = run([doc("off", "Nothing here about it at all, sadly.", score=0.0)])
-    assert "confidence" in declined and 0.0 <= declined["confidence"] <= 1.0
+    # the confidence is the shipped model's probability for this outcome's signals
+    said = signals(
+        answered=True,
+        kept_strips=len(out["kept_strips"]),
+        web_scores=[],
+        unmet_terms=bool(out.get("missing_terms") or out["unsupported"]),
+        decline_reason=None,
+    )
+    assert out["confidence"] == probability(said) and 0.0 < out["confidence"] < 1.0
+    declined = run([])
+    assert not declined["answered"] and declined["composite"] == 0.0
+    assert 0.0 < declined["confidence"] < 1.0
 
 
 def test_source_priority_decides_which_side_leads_the_ambiguous_context() -> None:

@@ -77,8 +77,9 @@ def render(result: dict[str, Any], details: bool = False) -> str:
     if result["web_error"]:
         notes.append(f"external source failed: {result['web_error']}")
     how = f"verdict: {result['verdict']}"
-    if result["answered"]:
-        how += f", confidence {result.get('confidence', 0):.2f}"
+    # the probability that this answer, or this decline, is right
+    said = "confidence" if result["answered"] else "confidence in declining"
+    how += f", {said} {result.get('confidence', 0):.2f}"
     if result.get("cached"):
         how += " (an answer cached by an earlier run)"
     lines = [textwrap.fill(result["answer"], width=100), ""]

@@ -209,21 +209,25 @@ class LogisticModel:
         return {"features": list(self.features), "weights": self.weights, "bias": self.bias}
 
     @classmethod
-    def from_dict(cls, data: Any) -> LogisticModel:
+    def from_dict(
+        cls, data: Any, features: tuple[str, ...] = FEATURES, refit: str = "crag train-grader"
+    ) -> LogisticModel:
+        """A saved model over `features` (in that order); `refit`: the command that
+        makes a new one when they differ."""
         if not isinstance(data, dict):
             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-        if tuple(data.get("features", ())) != FEATURES:
+        if tuple(data.get("features", ())) != features:
             raise ValueError(
-                f"model features {data.get('features')} are not this crag's {list(FEATURES)}: "
-                "retrain it with `crag train-grader`"
+                f"model features {data.get('features')} are not this crag's {list(features)}: "
+                f"retrain it with `{refit}`"
             )
         weights = [float(v) for v in data["weights"]]
         bias = float(data["bias"])
-        if len(weights) != len(FEATURES) or not all(math.isfinite(v) for v in [*weights, bias]):
+        if len(weights) != len(features) or not all(math.isfinite(v) for v in [*weights, bias]):
             raise ValueError("model weights or bias are missing or not finite")
-        model = cls(weights=weights, bias=bias)
+        model = cls(weights=weights, bias=bias, features=features)
         # scores must be probabilities on any input the features can give
-        probe = model.predict(np.array([[0.0] * len(FEATURES), [1.0] * len(FEATURES)]))
+        probe = model.predict(np.array([[0.0] * len(features), [1.0] * len(features)]))
         if not np.all(np.isfinite(probe)) or probe.min() < 0.0 or probe.max() > 1.0:
             raise ValueError("model gives scores outside [0, 1]")
         return model

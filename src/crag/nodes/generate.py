@@ -21,6 +21,7 @@ from crag import cache, prompts
 from crag.context import Context
 from crag.grading.conflicts import disagreement
 from crag.grading.constraints import Constraint, check, constraints, named, subjects
+from crag.grading.outcome import probability, signals
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.citations import CITE, citation_of, label, number_sources, render_sources
 from crag.nodes.trail import context_of, note, recorded
@@ -32,7 +33,15 @@ log = logging.getLogger(__name__)
 
 FALLBACK = "extractive fallback: "
 #: What generate writes of an answer (a cached one included).
-ANSWER_KEYS = ("answer", "citations", "answered", "support", "unsupported", "confidence")
+ANSWER_KEYS = (
+    "answer",
+    "citations",
+    "answered",
+    "support",
+    "unsupported",
+    "composite",
+    "confidence",
+)
 
 _Pick = tuple[float, int, int, str]  # score, position, citation number, text
 
@@ -78,11 +87,11 @@ def extractive_answer(
     return " ".join(f"{text} [{n}]" for _, _, n, text in sorted(picked, key=lambda t: t[1]))
 
 
-def confidence_of(
+def composite_of(
     citations: Sequence[Citation], numbered: list[tuple[Citation, list[Strip]]], docs: list[Passage]
 ) -> float:
-    """The answer's confidence: the mean composite confidence of the sources it cites
-    (each source by its most confident cited chunk)."""
+    """The mean composite confidence of the sources an answer cites (each source by its
+    most confident cited chunk): the explanation beside the calibrated `confidence`."""
     by_id = {d["id"]: d for d in docs}
     values = [
         max(
@@ -98,10 +107,10 @@ def confidence_of(
 def with_conflicts(
     update: dict[str, Any], state: State, numbered: list[tuple[Citation, list[Strip]]]
 ) -> dict[str, Any]:
-    """The answer, its confidence, and a sentence for each conflict between sources that
-    refinement settled: which source crag preferred, and why."""
+    """The answer, its sources' composite confidence, and a sentence for each conflict
+    between sources that refinement settled: which source crag preferred, and why."""
     docs = documents_seen(state)
-    update["confidence"] = confidence_of(update["citations"], numbered, docs)
+    update["composite"] = composite_of(update["citations"], numbered, docs)
     conflicts = state.get("conflicts") or []
     if not conflicts:
         return update
@@ -213,10 +222,23 @@ async def answer(state: State, ctx: Context) -> dict[str, Any]:
     """The answer's state update: answered, declined, or a near miss said as such; an
     answer says where its sources disagreed."""
     update = await _answer(state, ctx)
-    if not update["answered"]:
-        return update
-    numbered = number_sources(state.get("kept_strips") or [], documents_seen(state))
-    return with_conflicts(update, state, numbered)
+    if update["answered"]:
+        numbered = number_sources(state.get("kept_strips") or [], documents_seen(state))
+        update = with_conflicts(update, state, numbered)
+    return {**update, "confidence": confidence_of(state, update)}
+
+
+def confidence_of(state: State, update: dict[str, Any]) -> float:
+    """The probability that this outcome (the answer, or the decline) is right."""
+    return probability(
+        signals(
+            answered=update["answered"],
+            kept_strips=len(state.get("kept_strips") or []),
+            web_scores=[d.get("score", 0.0) for d in state.get("web_docs") or []],
+            unmet_terms=bool(state.get("missing_terms") or update.get("unsupported")),
+            decline_reason=update.get("decline_reason"),
+        )
+    )
 
 
 def nothing_found(state: State, ctx: Context) -> str:

@@ -64,7 +64,7 @@ def declined(
         "decline_reason": why,
         "support": "none",
         "unsupported": list(unsupported),
-        "confidence": 0.0,
+        "composite": 0.0,
         **note(detail),
     }
 

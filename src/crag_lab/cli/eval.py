@@ -20,9 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from crag.cli.options import add_context_flags, positive_int
 from crag.context import Context
+from crag_lab import confidence
 from crag_lab.cli import grid_step, measured_context
 from crag_lab.dataset import load_pairs, load_questions, stratified
-from crag_lab.report import graders_table, libraries_table, sources_table, systems_table, write_set
+from crag_lab.report import (
+    confidence_table,
+    graders_table,
+    libraries_table,
+    sources_table,
+    systems_table,
+    write_set,
+)
 
 if TYPE_CHECKING:
     from crag_lab.evaluate import Evaluation
@@ -129,12 +137,20 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     fitted = {name: r.metrics.get("fitted_on") for name, r in results.items()}
-    summary = write_set(out, {name: r.metrics for name, r in results.items()}, fitted)
+    held = None
+    if args.held_out and "crag" in systems:
+        held = confidence.measure(
+            {name: (r.questions, r.records["crag"]) for name, r in results.items()}, out
+        )
+    summary = write_set(out, {name: r.metrics for name, r in results.items()}, fitted, held)
     for name, result in results.items():
         print(f"\n## {name}" + _fitted_note(fitted[name]))
         print(systems_table(result.metrics["systems"]))
     print("\n## libraries side by side\n")
     print(libraries_table({name: r.metrics for name, r in results.items()}))
+    if held:
+        print("\n## crag's confidence, held out by library\n")
+        print(confidence_table(held))
     print(f"\nreport: {summary}")
     return _exit_code(list(results.values()))
 
