@@ -27,11 +27,13 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-# The suite also trains a tiny reader, so it needs torch and onnx (crag itself does not).
-# pip takes torch's CPU build where one lies on the machine's disk (its find-links);
-# elsewhere PyPI's build, which is several GB.
+# The suite also trains a tiny reader and scores with a tiny hub-style cross-encoder, so
+# it needs torch, onnx and sentence-transformers (crag itself does not). pip takes
+# torch's CPU build where one lies on the machine's disk (its find-links); elsewhere
+# PyPI's build, which is several GB.
 $(BIN)/.train-installed: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" "onnx>=1.16"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "sentence-transformers>=5"
 	@touch $@
 
 demo: setup

@@ -154,8 +154,9 @@ class Grading:
         "chat_model: `cascade`), `offline` (the trained grader if `crag train-grader` saved "
         "one, else embedding similarity), `similarity`, `features` (the feature evaluator), "
         "`cascade` (offline, then the LLM judge for the uncertain band), `mean` (offline and "
-        "the LLM judge averaged on every document), `judge`, `trained`, or `reader` (the "
-        "cross-encoder `crag train-reader` saves; see reader_file).",
+        "the LLM judge averaged on every document), `judge`, `trained`, `reader` (the "
+        "cross-encoder `crag train-reader` saves; see reader_file), or "
+        "`cross-encoder:<model>` (a hub cross-encoder or reranker; needs crag[hub]).",
     )
     grader_file: Path | None = knob(
         None,

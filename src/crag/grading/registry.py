@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 #: library's chunks, false for search results (independent pages that repeat a fact).
 Factory = Callable[[Context, "Embeddings", bool], "RelevanceGrader"]
 GRADERS: Registry[Factory] = Registry("grader")
+#: The graders named with a model after a colon.
+WITH_MODEL = ("cross-encoder",)
+FORMS = "a grader's name, or cross-encoder:<hub model or path>"
 
 
 @GRADERS.register(
@@ -78,6 +81,18 @@ def _reader(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGra
     from crag.grading.reader import make_reader_grader
 
     return make_reader_grader(ctx)
+
+
+@GRADERS.register(
+    "cross-encoder",
+    "cross-encoder:<model>: a hub cross-encoder or reranker (sentence-transformers; "
+    "quality not measured here)",
+)
+def _cross_encoder(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+    from crag.grading.cross_encoder import make_cross_encoder_grader
+
+    _, model = GRADERS.split(ctx.grading.grader, FORMS)
+    return make_cross_encoder_grader(model)
 
 
 @GRADERS.register("judge", "the LLM judge (judge_model) on every document")
@@ -139,8 +154,10 @@ def without_llm(ctx: Context) -> Context:
 
 
 def _build(ctx: Context, name: str, library: bool = False) -> RelevanceGrader:
-    factory = GRADERS[name]  # an unknown name fails here, before any model loads
-    return factory(ctx, embeddings_for(ctx), library)
+    base, model = GRADERS.split(name, FORMS)  # an unknown name fails here, before any load
+    if model and base not in WITH_MODEL:
+        raise ProviderError(f"grader {name!r}: only {', '.join(WITH_MODEL)} take a :<model>")
+    return GRADERS[base](ctx, embeddings_for(ctx), library)
 
 
 def make_grader(ctx: Context, *, library: bool) -> RelevanceGrader:
