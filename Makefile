@@ -67,7 +67,7 @@ EVAL_FLAGS ?= --no-llm
 LIBRARIES := d2l=$(EVAL) pydocs=$(EVAL_PYDOCS)
 eval: setup
 	$(BIN)/crag eval $(LIBRARIES) --ingest --held-out --eval-home $(EVAL_HOME) \
-		--systems crag,features,naive,tutorial $(EVAL_FLAGS)
+		--systems crag,oracle,features,naive,tutorial $(EVAL_FLAGS)
 
 # Each of crag's mechanisms switched off alone, held out by library.
 ablate: setup

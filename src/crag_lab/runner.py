@@ -23,6 +23,7 @@ from crag.retrieval.clients import get_collection, open_client
 from crag.retrieval.library import retrieve
 from crag_lab.baselines import BASELINES
 from crag_lab.dataset import Pair, Question
+from crag_lab.oracle import CURRENT
 from crag_lab.progress import Bar
 from crag_lab.records import failed_record, record_from_state
 
@@ -51,6 +52,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # crag's pipeline with the feature evaluator (a logistic model over the batch) as
     # the grader
     "features": {"grader": "features"},
+    # crag's pipeline with a perfect reader: the question's labels (`crag_lab.oracle`)
+    "oracle": {"grader": "oracle"},
 }
 
 
@@ -108,6 +111,7 @@ async def run_questions(
     records: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
     runs = {s: (runner_of(s), (contexts or {}).get(s) or system_context(s, ctx)) for s in systems}
     for q in questions:
+        CURRENT.set(q)  # the oracle reads its labels
         for system in systems:
             runner, sctx = runs[system]
             embeddings_for(sctx).forget_queries()  # no system reuses another's question vector

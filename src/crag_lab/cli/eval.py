@@ -83,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated: crag, similarity (crag with embedding similarity as the "
         "grader), features (crag with the feature evaluator as the grader), crag-relevance "
         "(relevance only: no recency, authority, completeness or conflict resolution), "
-        "naive, tutorial (default: crag,naive,tutorial)",
+        "oracle (crag with a perfect reader: the questions' labels), naive, tutorial "
+        "(default: crag,naive,tutorial)",
     )
     parser.add_argument(
         "--grid-step", type=grid_step(), default=0.05, help="threshold grid step of the surface"
