@@ -7,10 +7,12 @@ state reads the same in Python, in `crag ask --json` and in `langgraph dev`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired, cast
+from copy import copy
+from typing import Annotated, Any, Literal, NotRequired, cast, get_args, get_origin, get_type_hints
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from langgraph.types import Overwrite
 
 # pydantic (used by langgraph-api for schemas) needs typing_extensions.TypedDict before 3.12
 from typing_extensions import TypedDict
@@ -238,3 +240,27 @@ class State(InputState, total=False):
     conflicts: list[Conflict]  # disagreements settled in refinement
     unsupported: list[str]  # what the question asks that the evidence does not show
     path: Annotated[list[Step], _merge_path]
+
+
+#: What a new question on a thread keeps: the conversation, whose library it is, and the
+#: trail (which `retrieve` restarts). Every other key of `State` is a run's result.
+THREAD_KEYS = frozenset({"question", "messages", "tenant", "path"})
+
+
+def _empty(hint: Any) -> Any:
+    """A state value that says "not yet" for a key of this type."""
+    if get_origin(hint) is Annotated:  # a key with a reducer: replaced, not merged
+        return Overwrite(_empty(get_args(hint)[0]))
+    if hint is Grades:
+        return NO_GRADES
+    base = get_origin(hint) or hint
+    empties: dict[Any, Any] = {list: [], dict: {}, str: "", bool: False, float: 0.0}
+    return copy(empties.get(base))  # a verdict, route or reason not yet decided: None
+
+
+def fresh_run() -> dict[str, Any]:
+    """Every per-run key of `State` at its empty value, read from the State itself: a
+    new question on a thread inherits none of the last run's results, and a key added
+    to `State` later is reset with the rest (`retrieve` starts each run with these)."""
+    hints = get_type_hints(State, include_extras=True)
+    return {key: _empty(hint) for key, hint in hints.items() if key not in THREAD_KEYS}

@@ -210,3 +210,28 @@ def test_an_unreadable_cache_is_skipped_with_a_warning(
         state = ask(ANNUAL, context=_ctx(home))
     assert state["answered"] and not state["cached"]
     assert "answer cache" in caplog.text and "delete the file" in caplog.text
+
+
+def test_a_cached_answer_on_a_thread_carries_nothing_of_the_turn_before(home: Path) -> None:
+    ctx = _ctx(home)
+    ask(ANNUAL, context=ctx)  # now in the cache
+    before = summary(ask(PORT, context=ctx, thread_id="t"))
+    assert before["route"] and before["scores"] and not before["cached"]
+    state = ask(ANNUAL, context=ctx, thread_id="t")
+    result = summary(state)
+    assert result["cached"] and "45 days" in result["answer"]
+    # every key the cached run does not write is empty, not the last turn's
+    assert result["route"] is None and result["scores"] == [] and result["conflicts"] == []
+    assert result["missing_terms"] == [] and result["parts"] == []
+    assert state["question"] == ANNUAL and len(state["messages"]) == 4  # the conversation stays
+
+
+def test_every_key_of_a_run_starts_empty_but_the_conversation() -> None:
+    from crag.state import THREAD_KEYS, State, fresh_run
+
+    fresh = fresh_run()
+    assert set(fresh) | THREAD_KEYS == set(State.__annotations__) | {"question", "messages"}
+    assert not set(fresh) & THREAD_KEYS
+    assert fresh["route"] is None and fresh["conflicts"] == [] and fresh["confidence"] == 0.0
+    fresh["docs"].append("x")
+    assert fresh_run()["docs"] == []  # no run shares another's lists

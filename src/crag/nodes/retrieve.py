@@ -9,7 +9,6 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
-from langgraph.types import Overwrite
 
 from crag import cache
 from crag.context import Context
@@ -18,29 +17,7 @@ from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library import hit_to_passage
 from crag.retrieval.library import retrieve as library_retrieve
 from crag.retrieval.library_index import without_boilerplate
-from crag.state import NO_GRADES, State, clean_question
-
-# A new question on an existing thread must not inherit the last run's results.
-FRESH_RUN = {
-    "docs": [],
-    "good_docs": [],
-    "web_query": "",
-    "web_docs": [],
-    "web_error": "",
-    "ratings": {},
-    "searched": [],
-    "parts": [],
-    "grades": NO_GRADES,
-    "redacted": Overwrite([]),
-    "strips": [],
-    "kept_strips": [],
-    "answer": "",
-    "citations": [],
-    "unsupported": [],
-    "decline_reason": None,
-    "cached": False,
-    "served": {},
-}
+from crag.state import State, clean_question, fresh_run
 
 
 @recorded
@@ -72,7 +49,7 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         found += f" ({dropped} of boilerplate only dropped)"
     detail = "; ".join(filter(None, [reading, found]))
     return {
-        **FRESH_RUN,
+        **fresh_run(),
         "tenant": ctx.store.tenant,
         "question": question,
         "messages": said,
@@ -88,7 +65,7 @@ def from_cache(
     that own the result's keys pass it on."""
     detail = f"cached answer (similarity {hit.similarity:.2f} to {hit.question!r})"
     return {
-        **FRESH_RUN,
+        **fresh_run(),
         "tenant": ctx.store.tenant,
         "cached": True,
         "served": hit.result,
