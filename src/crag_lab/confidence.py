@@ -18,7 +18,7 @@ from crag.grading.features import LogisticModel
 from crag.grading.outcome import MODEL_FILE, SIGNALS, signals
 from crag_lab import plots
 from crag_lab.dataset import Question
-from crag_lab.metrics import calibration, reliability, right_decision
+from crag_lab.metrics import calibration, ece_floor, reliability, right_decision
 from crag_lab.report import RELIABILITY_PNG
 
 #: Regularisation of the fit: a few hundred records, eight signals.
@@ -60,8 +60,9 @@ def fit(sets: Sequence[Outcomes]) -> LogisticModel:
 
 def held_out(by_library: Mapping[str, Outcomes], bins: int = 10) -> dict[str, dict[str, Any]]:
     """Per library, the confidence a model fitted on the others gives its records: the
-    expected calibration error, the Brier score, the reliability bins, and the mean
-    confidence of right and of wrong outcomes."""
+    expected calibration error (and what a perfectly calibrated model would show on as
+    many outcomes), the Brier score, the reliability bins, and the mean confidence of
+    right and of wrong outcomes."""
     out: dict[str, dict[str, Any]] = {}
     for name, (x, y) in by_library.items():
         others = [s for other, s in by_library.items() if other != name]
@@ -73,6 +74,7 @@ def held_out(by_library: Mapping[str, Outcomes], bins: int = 10) -> dict[str, di
             "n": len(y),
             "right": float(right.mean()),
             **calibration(p.tolist(), right.tolist(), bins),
+            "ece_floor": ece_floor(p.tolist(), bins),
             "mean_right": float(p[right].mean()) if right.any() else None,
             "mean_wrong": float(p[~right].mean()) if (~right).any() else None,
             "bins": reliability(p.tolist(), right.tolist(), bins),

@@ -90,6 +90,27 @@ def reliability(
     ]
 
 
+def ece_floor(
+    scores: Sequence[float], bins: int = 10, draws: int = 2000, seed: int = 0
+) -> dict[str, float | None]:
+    """The expected calibration error a perfectly calibrated model with these scores
+    shows on this many outcomes (each outcome drawn right with its score's probability):
+    the median and 90th percentile over `draws` draws. On a hundred outcomes it is far
+    from 0, so a measured ECE is read against it."""
+    p = np.asarray(scores, dtype=float)
+    if not len(p):
+        return {"median": None, "p90": None}
+    rng = np.random.default_rng(seed)
+    which = np.clip((p * bins).astype(int), 0, bins - 1)
+    drawn = rng.random((draws, len(p))) < p
+    gaps = np.zeros(draws)
+    for b in np.unique(which):
+        held = which == b
+        gaps += held.sum() * np.abs(p[held].mean() - drawn[:, held].mean(axis=1))
+    eces = gaps / len(p)
+    return {"median": float(np.median(eces)), "p90": float(np.percentile(eces, 90))}
+
+
 def classify(scores: Sequence[float], labels: Sequence[bool], threshold: float) -> dict[str, Any]:
     """A pair is predicted relevant when its score >= threshold (the rule that makes a
     document "good" in the grade node). Undefined precision/recall/F1 count as 0."""

@@ -22,6 +22,7 @@ from crag_lab.metrics import (
     classify,
     confusion,
     contains_any,
+    ece_floor,
     full_support,
     percentile,
     roc_auc,
@@ -85,6 +86,19 @@ def test_calibration_of_honest_and_overconfident_scores() -> None:
     sure = calibration([0.95] * 4, [True, True, False, False])
     assert sure["ece"] == pytest.approx(0.45)
     assert calibration([], []) == {"brier": None, "ece": None}
+
+
+def test_ece_floor_is_the_noise_of_a_calibrated_model_and_shrinks_with_outcomes() -> None:
+    # scores of 0 or 1 are always right: a calibrated model shows no error at all
+    assert ece_floor([0.0, 1.0] * 50) == {"median": 0.0, "p90": 0.0}
+    # one bin at 0.5: the ECE is |0.5 - share drawn right|, whose median on n outcomes
+    # is about 0.337 / sqrt(n) (the median of a half-normal, times 0.5 / sqrt(n))
+    few, many = ece_floor([0.5] * 100), ece_floor([0.5] * 2500)
+    assert few["median"] == pytest.approx(0.0337, abs=0.01)
+    assert many["median"] == pytest.approx(0.0067, abs=0.003)
+    assert few["median"] <= few["p90"]
+    assert ece_floor([0.5] * 100) == few  # seeded: the same floor run to run
+    assert ece_floor([]) == {"median": None, "p90": None}
 
 
 def test_loso_scores_each_source_with_a_model_that_never_saw_it() -> None:
