@@ -6,7 +6,6 @@ passing on the cached result's keys it owns.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Literal, cast
 
 from langgraph.graph import END, START, StateGraph
@@ -68,21 +67,6 @@ def build() -> StateGraph[State, Context, InputState, State]:
     builder.add_edge("refine", "generate")
     builder.add_edge("generate", END)
     return builder
-
-
-@functools.cache
-def steps(*nodes: str | tuple[str, Node]) -> Graph:
-    """Nodes in a line, each crag's by name or a (name, node) pair: the same nodes and
-    state as the full graph, for runs that need part of it (tuning, baselines).
-    E.g. `steps("retrieve", "grade")`."""
-    named = [(n, NODES[n]) if isinstance(n, str) else n for n in nodes]
-    builder = StateGraph(State, context_schema=Context, input_schema=InputState)
-    for name, node in named:
-        builder.add_node(name, node)
-    order = [name for name, _ in named]
-    for a, b in zip([START, *order], [*order, END], strict=True):
-        builder.add_edge(a, b)
-    return compiled(builder, name="+".join(order))
 
 
 # No checkpointer: `langgraph dev` adds its own persistence (and refuses one here).

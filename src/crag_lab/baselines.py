@@ -24,10 +24,11 @@ from langgraph.runtime import Runtime
 from crag.context import Context
 from crag.grading.base import RelevanceGrader
 from crag.grading.registry import make_grader
-from crag.graph import NODES, Graph, compiled, steps
+from crag.graph import NODES, Graph, compiled
 from crag.nodes.refine import position
 from crag.nodes.trail import context_of
 from crag.state import InputState, Passage, State, Strip, Verdict
+from crag_lab.partial import steps
 from crag_lab.records import record_from_state
 
 #: The tutorial's binary cut: P(yes) >= 0.5 for the judge, stretched cosine for similarity.

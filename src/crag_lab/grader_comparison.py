@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from crag.context import Context
-from crag.graph import steps
 from crag.nodes.grade import fast_gap
 from crag.state import InputState, State
 from crag_lab.dataset import Pair, Question
 from crag_lab.metrics import accuracy, best_accuracy, classify, roc_auc
+from crag_lab.partial import steps
 from crag_lab.progress import Bar
 from crag_lab.protocol import (
     auc_by_source,

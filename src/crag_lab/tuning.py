@@ -21,12 +21,12 @@ import numpy as np
 from crag.context import Context
 from crag.grading.registry import make_strip_grader
 from crag.grading.verdict import decide
-from crag.graph import steps
 from crag.nodes.grade import fast_gap
 from crag.nodes.refine import decompose, knowledge_for, select, strip_key
 from crag.state import Grades, InputState, Passage, State
 from crag_lab.dataset import ANSWERABLE, Question
 from crag_lab.metrics import support_hit
+from crag_lab.partial import steps
 from crag_lab.records import ContextEntry, context_entries
 
 

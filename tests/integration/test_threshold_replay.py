@@ -12,9 +12,9 @@ import pytest
 
 from crag import Context
 from crag.grading.verdict import decide
-from crag.graph import steps
 from crag.nodes.grade import fast_gap
 from crag.state import InputState, State
+from crag_lab.partial import steps
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 QUESTIONS = [
