@@ -69,6 +69,12 @@ def calibration(scores: Sequence[float], labels: Sequence[bool], bins: int = 10)
     return {"brier": float(np.mean((p - y) ** 2)), "ece": float(gap / len(p))}
 
 
+def _bin_of(p: np.ndarray, bins: int) -> np.ndarray:
+    """Each score's equal-width bin (a score of 1 in the last): the bins of the
+    reliability diagram, the ECE and its floor alike."""
+    return np.clip((p * bins).astype(int), 0, bins - 1)
+
+
 def reliability(
     scores: Sequence[float], labels: Sequence[bool], bins: int = 10
 ) -> list[dict[str, float]]:
@@ -76,7 +82,7 @@ def reliability(
     range, size, mean score (predicted) and share of true labels (observed)."""
     p = np.asarray(scores, dtype=float)
     y = np.asarray(labels, dtype=float)
-    which = np.clip((p * bins).astype(int), 0, bins - 1)
+    which = _bin_of(p, bins)
     return [
         {
             "low": b / bins,
@@ -101,7 +107,7 @@ def ece_floor(
     if not len(p):
         return {"median": None, "p90": None}
     rng = np.random.default_rng(seed)
-    which = np.clip((p * bins).astype(int), 0, bins - 1)
+    which = _bin_of(p, bins)
     drawn = rng.random((draws, len(p))) < p
     gaps = np.zeros(draws)
     for b in np.unique(which):

@@ -230,7 +230,7 @@ def test_every_key_of_a_run_starts_empty_but_the_conversation() -> None:
     from crag.state import THREAD_KEYS, State, fresh_run
 
     fresh = fresh_run()
-    assert set(fresh) | THREAD_KEYS == set(State.__annotations__) | {"question", "messages"}
+    assert set(fresh) | THREAD_KEYS == set(State.__annotations__)
     assert not set(fresh) & THREAD_KEYS
     assert fresh["route"] is None and fresh["conflicts"] == [] and fresh["confidence"] == 0.0
     fresh["docs"].append("x")
