@@ -3,24 +3,30 @@
 Prints pages/s, chunks/s, the share of wall time spent inside the embedding
 model, the same chunks embedded alone by the same model (the speed limit of an
 ingest here) with the ingest's speed as a share of it, peak RSS, and the time of
-a second (unchanged) run as a fraction of the first. No assertions: figures
+a second (unchanged) run as a fraction of the first. With `--against REF`, the
+same books are also ingested by the code of git revision REF (its `src/` in a
+fresh process), and the two are printed side by side. No assertions: figures
 depend on the CPU and on what else runs on it.
 
     .venv/bin/python benchmarks/bench_ingest.py [--books DIR] [--threads N] [--quiet]
+        [--against REF]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_BOOKS = Path(__file__).resolve().parents[1] / "eval" / "d2l" / "books"
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BOOKS = ROOT / "eval" / "d2l" / "books"
 
 
 def _rss_mb() -> float:
@@ -43,11 +49,38 @@ def _embedder_alone(ctx: Any, texts: list[str]) -> float:
     return time.perf_counter() - started
 
 
+def _ingest_once(books: Path, threads: int) -> dict[str, float]:
+    """One ingest into a throw-away store by whichever `crag` this process imports."""
+    from crag.context import Context
+    from crag.ingest.indexer import ingest_path
+
+    with tempfile.TemporaryDirectory(prefix="crag-bench-") as home:
+        report = ingest_path(Context(home=Path(home), threads=threads), books)
+    return {"seconds": report.seconds, "chunks": report.chunks_written, "pages": report.pages}
+
+
+def _ingest_by(ref: str, books: Path, threads: int) -> dict[str, float]:
+    """The same ingest by the code of git revision `ref`: its src/ in a fresh process."""
+    with tempfile.TemporaryDirectory(prefix="crag-bench-src-") as tree:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
+        env = {**os.environ, "PYTHONPATH": str(Path(tree) / "src")}
+        args = [sys.executable, __file__, "--books", str(books), "--threads", str(threads)]
+        done = subprocess.run(
+            [*args, "--ingest-only"], env=env, capture_output=True, text=True, check=True
+        )
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--books", type=Path, default=DEFAULT_BOOKS)
     parser.add_argument("--threads", type=int, default=0, help="embedder threads (0 = all)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--against", metavar="REF", help="also ingest with revision REF's code")
+    parser.add_argument("--ingest-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not args.books.is_dir():
         print(f"no books at {args.books}", file=sys.stderr)
@@ -56,6 +89,12 @@ def main() -> int:
 
     use_offline_defaults()
     os.environ.pop("CRAG_CHROMA_URL", None)
+    if args.ingest_only:  # the child of --against: print one JSON line
+        import logging
+
+        logging.getLogger("pypdf").setLevel(logging.ERROR)
+        print(json.dumps(_ingest_once(args.books, args.threads)))
+        return 0
 
     import logging
 
@@ -119,6 +158,15 @@ def main() -> int:
             f"{second.chunks_embedded} embedded, {t2:.2f} s = {t2 / t1:.4f} x first run"
         )
         print(f"peak RSS after both runs: {_rss_mb():.0f} MB")
+    if args.against:
+        other = _ingest_by(args.against, args.books, args.threads)
+        print(f"\nside by side, same books ({args.against} in a fresh process, after this code):")
+        print(f"  {'code':<16}{'seconds':>9}{'chunks/s':>10}{'pages/s':>9}")
+        for name, run in (("this tree", {"seconds": t1}), (args.against, other)):
+            sec = run["seconds"]
+            rates = f"{first.chunks_written / sec:>10.1f}{first.pages / sec:>9.1f}"
+            print(f"  {name:<16}{sec:>9.1f}{rates}")
+        print(f"  this tree is {other['seconds'] / t1:.2f}x as fast as {args.against}")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

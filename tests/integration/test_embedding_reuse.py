@@ -49,9 +49,11 @@ def test_retrieval_primes_the_grader_with_the_stored_vectors(
     assert np.allclose(stored, computed, atol=1e-4)
 
 
-def test_ingest_stores_strip_vectors_so_grading_embeds_no_strip(
+def test_retrieval_embeds_strips_once_so_grading_embeds_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Ingest embeds chunks only; the first retrieval of a chunk embeds its strips (one
+    call), grading then runs no model, and a second read embeds nothing."""
     import asyncio
 
     from crag.grading.similarity import SimilarityGrader
@@ -59,50 +61,33 @@ def test_ingest_stores_strip_vectors_so_grading_embeds_no_strip(
 
     ctx = Context(home=tmp_path)
     assert ingest_path(ctx, SAMPLES / "library", collection="books").exit_code == 0
+    embedder = make_embeddings("local")
+    embedder._known.clear()  # the process's embedder: forget strips other tests read
+    embed = embedder.inner.embed_documents
+    seen: list[list[str]] = []
+    monkeypatch.setattr(embedder.inner, "embed_documents", lambda t: seen.append(t) or embed(t))
     question = "Which TCP port does the Lumen HTTPS API listen on by default?"
-    hits = retrieve(ctx, "books", question, 5)
-    assert all("strip_vectors" not in h["metadata"] for h in hits)  # not carried onward
-    texts = [h["text"] for h in hits]
+    texts = [h["text"] for h in retrieve(ctx, "books", question, 5)]
     strips = [s for t in texts for s in strip_texts(t, ctx.refinement.strip_sentences)]
     assert len(strips) > len(texts)
-    embedder = make_embeddings("local")
-    seen: list[list[str]] = []
-    monkeypatch.setattr(embedder.inner, "embed_documents", lambda t: seen.append(t) or [])
-    grader = SimilarityGrader(embedder, strip_weight=0.5)
-    scores = asyncio.run(grader.ascore(question, texts))
-    assert seen == []  # every chunk and strip came from the store
-    stored = embedder.embed_documents(strips)
+    assert len(seen) == 1 and set(seen[0]) == set(strips)  # the strips, in one call
+    scores = asyncio.run(SimilarityGrader(embedder, strip_weight=0.5).ascore(question, texts))
+    assert len(seen) == 1  # grading ran no model
+    retrieve(ctx, "books", question, 5)
+    assert len(seen) == 1  # read again: remembered
+    kept = embedder.embed_documents(strips)
     monkeypatch.undo()
     computed = MiniLMEmbeddings(threads=1).embed_array(strips)
-    assert np.allclose(stored, computed, atol=2e-3)  # float16 in the metadata
+    assert np.allclose(kept, computed, atol=2e-3)  # float16 precision
     fresh = SimilarityGrader(MiniLMEmbeddings(threads=1), strip_weight=0.5)
     assert np.allclose(scores, asyncio.run(fresh.ascore(question, texts)), atol=5e-3)
 
 
-def test_a_chunk_without_strip_vectors_is_still_graded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A store ingested before strips were kept: strips are embedded per question."""
-    import asyncio
-
-    from crag.grading.similarity import SimilarityGrader
-    from crag.retrieval import strip_vectors
-
-    monkeypatch.setattr(strip_vectors, "encode", lambda sentences, vectors: "old store")
-    ctx = Context(home=tmp_path)
-    assert ingest_path(ctx, SAMPLES / "library", collection="books").exit_code == 0
-    monkeypatch.undo()
-    embedder = make_embeddings("local")
-    embedder._known.clear()  # the process's embedder: forget strips other tests stored
-    question = "Which TCP port does the Lumen HTTPS API listen on by default?"
-    texts = [h["text"] for h in retrieve(ctx, "books", question, 5)]
-    embed = embedder.inner.embed_documents
-    seen: list[list[str]] = []
-    monkeypatch.setattr(embedder.inner, "embed_documents", lambda t: seen.append(t) or embed(t))
-    scores = asyncio.run(SimilarityGrader(embedder, strip_weight=0.5).ascore(question, texts))
-    assert seen and all(t not in texts for batch in seen for t in batch)  # strips only
-    fresh = SimilarityGrader(MiniLMEmbeddings(threads=1), strip_weight=0.5)
-    assert np.allclose(scores, asyncio.run(fresh.ascore(question, texts)), atol=1e-4)
+def test_batches_run_side_by_side_give_the_vectors_of_one_at_a_time() -> None:
+    texts = [f"Sentence {i} about {'dropout ' * (i % 7)}and training." for i in range(40)]
+    side_by_side = MiniLMEmbeddings(threads=2, max_batch_tokens=32).embed_array(texts)
+    one_by_one = np.stack([MiniLMEmbeddings(threads=1).embed_array([t])[0] for t in texts])
+    assert np.allclose(side_by_side, one_by_one, atol=1e-6)
 
 
 def test_a_forgotten_question_is_embedded_again(monkeypatch: pytest.MonkeyPatch) -> None:

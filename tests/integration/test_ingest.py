@@ -27,7 +27,7 @@ from crag.ingest.indexer import chunk_id, ingest_path
 from crag.ingest.loaders import load_document
 from crag.ingest.progress import Progress, format_summary
 from crag.retrieval.clients import get_collection, open_client
-from crag.retrieval.strip_vectors import STRIPS_KEY, decode, strip_texts
+from crag.retrieval.strip_vectors import STRIPS_KEY
 
 TOPICS = ["gradient descent", "dropout", "attention", "convolution", "kernels", "recurrence"]
 
@@ -76,11 +76,6 @@ def _expected_chunks(path: Path, ctx: Context) -> int:
     return len(chunk_pages(doc.pages, doc.kind, ctx.store.chunk_size, ctx.store.chunk_overlap))
 
 
-def _strips(texts: Any, ctx: Context) -> int:
-    """How many strip vectors ingest embeds beside these chunk texts."""
-    return sum(len(strip_texts(t, ctx.refinement.strip_sentences)) for t in texts)
-
-
 def test_discover_walks_recursively_and_skips_hidden_and_unsupported(library: Path) -> None:
     found = discover(library)
     assert [found.source(f) for f in found.files] == ["a.md", "c.txt", "d.pdf", "sub/b.md"]
@@ -93,16 +88,15 @@ def test_ingest_then_rerun_adds_and_embeds_nothing(library: Path, ctx: Context) 
     rows = _rows(ctx)
     expected = sum(_expected_chunks(p, ctx) for p in discover(library).files)
     assert len(rows) == expected == first.chunks_written
-    # each chunk once, and each of its strips (kept in its metadata) once
-    assert fake.texts == len(rows) + _strips((r["_text"] for r in rows.values()), ctx)
+    # each chunk once, and nothing else: strips are embedded when a question reads them
+    assert fake.texts == len(rows)
     assert fake.calls > 0
 
     for meta in rows.values():
         for key in ("source", "title", "chunk", "content_hash", "file_hash", "version", "chunks"):
             assert key in meta
         assert meta["content_hash"] == loaders.sha256_hex(meta["_text"])
-        count = len(strip_texts(meta["_text"], ctx.refinement.strip_sentences))
-        assert decode(meta[STRIPS_KEY], ctx.refinement.strip_sentences, count) is not None
+        assert STRIPS_KEY not in meta
         if meta["source"] == "d.pdf":
             assert meta["page"] in ("1", "2") and meta["title"] == "Convolutions and kernels"
         else:
@@ -154,7 +148,7 @@ def test_changed_file_replaces_its_chunks(library: Path, ctx: Context) -> None:
     fresh_texts = [t for h, t in fresh if h not in known]
     assert 0 < len(fresh_texts) < report.chunks
     assert report.reused == report.chunks - len(fresh_texts)
-    assert fake.texts == len(fresh_texts) + _strips(fresh_texts, ctx)  # and their strips
+    assert fake.texts == len(fresh_texts)
 
 
 def test_changed_chunking_reindexes(library: Path, ctx: Context) -> None:
@@ -216,7 +210,7 @@ def test_cli_json_summary(
     out, err = capsys.readouterr()
     summary = json.loads(out)
     assert summary["files_ok"] == 4 and summary["exit_code"] == 0
-    assert 0 < summary["chunks_embedded"] < fake_model.texts  # the strips are embedded too
+    assert 0 < summary["chunks_embedded"] == fake_model.texts  # chunks only, not strips
     assert err == ""
 
 

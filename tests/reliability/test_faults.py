@@ -41,7 +41,6 @@ from crag.ingest.discovery import discover
 from crag.ingest.indexer import Ingestor, ingest_path
 from crag.retrieval.clients import get_collection, open_client
 from crag.retrieval.library import iter_records
-from crag.retrieval.strip_vectors import strip_texts
 
 TOPICS = ("dropout", "attention", "convolution", "recurrence")
 #: A question the small library cannot answer: verdict incorrect, so the web path runs.
@@ -415,9 +414,7 @@ def test_an_interrupted_ingest_resumes_without_duplicates(
             if r["meta"]["source"] == discover(library).source(discover(library).files[0])
         )
         batch = [t for _, t in first[:2]]
-        sentences = Context().refinement.strip_sentences
-        one_batch = len(batch) + sum(len(strip_texts(t, sentences)) for t in batch)
-        cli_embedder(FakeEmbeddings(fail_after=one_batch + 1, error=KeyboardInterrupt()))
+        cli_embedder(FakeEmbeddings(fail_after=len(batch), error=KeyboardInterrupt()))
         code, summary_, _ = _ingest(capsys, library, tmp_path / "home")
         assert code == 130 and summary_["interrupted"] is True
         partial = stored(tmp_path / "home")
@@ -429,8 +426,7 @@ def test_an_interrupted_ingest_resumes_without_duplicates(
         assert code == 0 and "resumed" in {f["status"] for f in summary_["files"]}
         assert stored(tmp_path / "home") == clean  # nothing missing, nothing twice
         missing = [r["text"] for cid, r in clean.items() if cid not in partial]
-        strips = sum(len(strip_texts(t, Context().refinement.strip_sentences)) for t in missing)
-        assert resumed.texts == len(missing) + strips  # only the missing chunks, and strips
+        assert resumed.texts == len(missing)  # only the missing chunks
         code, summary_, _ = _ingest(capsys, library, tmp_path / "home")
         assert summary_["files_unchanged"] == len(TOPICS)
 

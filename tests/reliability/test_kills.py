@@ -32,7 +32,6 @@ from test_faults import stored, topic_doc, tried, write_library
 from crag.context import Context
 from crag.ingest.indexer import ingest_path
 from crag.retrieval.clients import get_collection, open_client
-from crag.retrieval.strip_vectors import strip_texts
 
 CHUNKING = ("--chunk-size", "300", "--chunk-overlap", "50")
 TOPICS = ("dropout", "attention", "convolution", "recurrence", "kernels")
@@ -212,10 +211,9 @@ def test_kills_at_random_moments_of_a_first_ingest(
         code, fake = _reingest(library, home)
         assert code == 0, context
         _exact(tally, home, tmp_path / "clean", context)
-        # only the missing chunks embedded, with their strips
+        # only the missing chunks embedded
         missing = [r["text"] for cid, r in stored(tmp_path / "clean").items() if cid not in kept]
-        strips = sum(len(strip_texts(t, Context().refinement.strip_sentences)) for t in missing)
-        assert fake.texts == len(missing) + strips, context
+        assert fake.texts == len(missing), context
 
 
 def test_kills_while_changed_files_are_replaced(

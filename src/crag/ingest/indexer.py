@@ -65,7 +65,6 @@ from crag.retrieval.library import (
     write,
 )
 from crag.retrieval.store_errors import store_error
-from crag.retrieval.strip_vectors import STRIPS_KEY, embedded, with_strip_vectors
 from crag.source_kind import detect_kind
 
 if TYPE_CHECKING:
@@ -371,17 +370,14 @@ class Ingestor:
         written: list[str] = []
         try:
             for batch in _batched(todo, self.batch_size):
-                vectors, strips, embedded = self._vectors(collection, [c for _, c in batch])
+                vectors, embedded = self._vectors(collection, [c for _, c in batch])
                 self._changing(collection)
                 write(
                     collection,
                     [cid for cid, _ in batch],
                     vectors,
                     [c.text for _, c in batch],
-                    [
-                        {**_metadata(base_meta, c), STRIPS_KEY: s}
-                        for (_, c), s in zip(batch, strips, strict=True)
-                    ],
+                    [_metadata(base_meta, c) for _, c in batch],
                 )
                 written.extend(cid for cid, _ in batch)
                 report.embedded += embedded
@@ -405,28 +401,23 @@ class Ingestor:
         self._complete[source] = (version, len(chunks))
         return report
 
-    def _vectors(
-        self, collection: Collection, chunks: list[Chunk]
-    ) -> tuple[list[Any], list[str], int]:
-        """Vectors for `chunks` and their strips (`strip_vectors`): reused from any chunk
-        with the same text, else embedded. Also returns how many chunks were embedded."""
+    def _vectors(self, collection: Collection, chunks: list[Chunk]) -> tuple[list[Any], int]:
+        """Vectors for `chunks`: reused from any chunk with the same text, else embedded.
+        Also returns how many chunks were embedded."""
         hashes = [sha256_hex(c.text) for c in chunks]
         unique = sorted(set(hashes))
         known = vectors_by(collection, "content_hash", unique, self.ctx.store.tenant)
         text_of = {h: c.text for h, c in zip(hashes, chunks, strict=True)}
         missing = [h for h in unique if h not in known]
         started = time.perf_counter()
-        vectors = embedded(self.embeddings.embed_documents, [text_of[h] for h in missing])
-        chunk_vector = {h: known[h][0] for h in known} | dict(zip(missing, vectors, strict=True))
-        strips = with_strip_vectors(
-            [text_of[h] for h in unique],
-            self.ctx.refinement.strip_sentences,
-            self.embeddings.embed_documents,
-            [known[h][1] if h in known else None for h in unique],
-        )
+        vectors = self.embeddings.embed_documents([text_of[h] for h in missing]) if missing else []
+        if len(vectors) != len(missing):  # a vector lost or added would go beside another text
+            raise RuntimeError(
+                f"the embedder returned {len(vectors)} vectors for {len(missing)} texts"
+            )
         self.summary.embed_seconds += time.perf_counter() - started
-        strip_value = dict(zip(unique, strips, strict=True))
-        return [chunk_vector[h] for h in hashes], [strip_value[h] for h in hashes], len(missing)
+        vector = known | dict(zip(missing, vectors, strict=True))
+        return [vector[h] for h in hashes], len(missing)
 
     def _prune(self, collection: Collection, stored: dict[str, Stored], present: set[str]) -> None:
         gone = sorted(s for s in stored if s not in present)

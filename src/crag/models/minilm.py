@@ -6,6 +6,9 @@ dependency. The int8 model ships without tokenizer files, so crag carries the
 model's BERT-uncased tokenizer (`crag/data/minilm-tokenizer.json`) and
 reproduces sentence-transformers' pipeline exactly: truncate to 256 word
 pieces, mean-pool over the attention mask, L2-normalise.
+
+Batches run side by side, each on one core, rather than one batch on every core:
+one text's operators are too small to share out well over threads.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from crag.errors import ProviderError
-from crag.models import cpu_session
+from crag.models import cpu_count, cpu_session
 
 #: Word pieces per text, special tokens included (sentence-transformers' max_seq_length).
 MAX_LENGTH = 256
@@ -50,7 +54,8 @@ def _verify_sha256(path: Path, expected: str) -> None:
 class MiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime; loads on first use, thread-safe.
 
-    Vectors are unit length, so a dot product is the cosine similarity.
+    Vectors are unit length, so a dot product is the cosine similarity. `threads`
+    batches run at once (0: one per core this process may use).
     """
 
     def __init__(
@@ -74,6 +79,7 @@ class MiniLMEmbeddings(Embeddings):
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        self._pool: ThreadPoolExecutor | None = None
 
     # --- loading ----------------------------------------------------------------
     @property
@@ -115,7 +121,10 @@ class MiniLMEmbeddings(Embeddings):
             tokenizer.no_padding()  # we pad per length-sorted batch ourselves
             tokenizer.enable_truncation(max_length=self.max_length)
 
-            session = cpu_session(Path(model_path), self.threads)
+            session = cpu_session(Path(model_path), 1)  # the batches share out the cores
+            workers = self.threads or cpu_count()
+            if workers > 1:
+                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="minilm")
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
@@ -126,8 +135,10 @@ class MiniLMEmbeddings(Embeddings):
         self.load()
         encodings = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        batches = self._batches(order, [len(e.ids) for e in encodings])
         out: list[Any] = [None] * len(texts)
-        for idx in self._batches(order, [len(e.ids) for e in encodings]):
+
+        def run(idx: list[int]) -> None:
             width = max(len(encodings[i].ids) for i in idx)
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
@@ -143,6 +154,12 @@ class MiniLMEmbeddings(Embeddings):
                 n = len(encodings[i].ids)
                 special = np.asarray(encodings[i].special_tokens_mask, dtype=bool)
                 out[i] = (hidden[row, :n].astype(np.float32), special)
+
+        if self._pool is None or len(batches) == 1:
+            for idx in batches:
+                run(idx)
+        else:
+            list(self._pool.map(run, batches))  # list(): a batch's error is raised here
         return out
 
     def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:

@@ -37,6 +37,11 @@ class Remembering(Embeddings):
             while len(self._known) > self.max_known:
                 self._known.popitem(last=False)
 
+    def unknown(self, texts: Sequence[str]) -> list[str]:
+        """Those of `texts` whose vectors are not known (an embed call would run the model)."""
+        with self._lock:
+            return [t for t in texts if t not in self._known]
+
     def forget_queries(self) -> None:
         """Forget the questions embedded so far: a benchmark's systems each pay for their
         own, whichever asked the same question first."""
@@ -49,8 +54,14 @@ class Remembering(Embeddings):
         with self._lock:
             known = {i: self._known[t] for i, t in enumerate(texts) if t in self._known}
         todo = [i for i in range(len(texts)) if i not in known]
-        fresh = self._call(self.inner.embed_documents, [texts[i] for i in todo]) if todo else []
-        return known, todo, list(fresh)
+        fresh = list(
+            self._call(self.inner.embed_documents, [texts[i] for i in todo]) if todo else []
+        )
+        if len(fresh) != len(todo):  # a vector lost or added would go beside another text
+            raise ProviderError(
+                f"embeddings {self.name!r} returned {len(fresh)} vectors for {len(todo)} texts"
+            )
+        return known, todo, fresh
 
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
         """`embed_documents` as one float32 array, the known vectors as they are kept:

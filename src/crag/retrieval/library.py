@@ -33,7 +33,7 @@ from crag.retrieval.clients import (
     open_client,
 )
 from crag.retrieval.store_errors import guard, rebuild_hint
-from crag.retrieval.strip_vectors import STRIPS_KEY, stored_strips
+from crag.retrieval.strip_vectors import STRIPS_KEY, remember_strips
 
 if TYPE_CHECKING:
     from crag.models.remembering import Remembering
@@ -128,7 +128,8 @@ def _read_hits(
 ) -> dict[str, dict[str, Any]]:
     """The text and metadata of the tenant's best `k` hits of each query, read by id a
     window at a time (a hit of another tenant is passed over), their vectors and their
-    strips' handed to the embedder, which grading and refinement use next."""
+    strips' handed to the embedder, which grading and refinement use next (a store's
+    chunk vectors; strips embedded now, unless the embedder knows them already)."""
     embedder = embeddings_for(ctx)
     chunks: dict[str, dict[str, Any]] = {}
     others: set[str] = set()
@@ -150,13 +151,15 @@ def _read_hits(
         metas: list[Any] = list(got.get("metadatas") or [])
         metas += [None] * (len(got["ids"]) - len(metas))
         embedded = got.get("embeddings")
-        texts, vectors, read = [], [], []
+        texts: list[str] = []
+        vectors: list[Any] = []
+        read: list[str] = []
         for i, cid in enumerate(got["ids"]):
             if not belongs(metas[i], collection, ctx.store.tenant):
                 others.add(cid)  # a tenant's first ingest running meanwhile, or another writer
                 continue
             text, meta = docs[i] or "", dict(metas[i] or {})
-            read.append((text, meta))
+            read.append(text)
             if embedded is not None:
                 texts.append(text)
                 vectors.append(embedded[i])
@@ -166,11 +169,7 @@ def _read_hits(
                 "metadata": {key: v for key, v in meta.items() if key != STRIPS_KEY},
             }
         embedder.remember(texts, vectors)
-        strips, strip_vectors = stored_strips(
-            [t for t, _ in read], [m for _, m in read], ctx.refinement.strip_sentences
-        )
-        if strips:
-            embedder.remember(strips, strip_vectors)
+        remember_strips(embedder, read, ctx.refinement.strip_sentences)
     if others:
         log.debug("passed over %d chunk(s) of other tenants in a query", len(others))
     return chunks
@@ -251,11 +250,11 @@ def delete(collection: Collection, ids: Sequence[str]) -> None:
 
 def vectors_by(
     collection: Collection, key: str, values: Sequence[str], tenant: str
-) -> dict[str, tuple[list[float], dict[str, Any]]]:
-    """The stored vector and metadata of one of `tenant`'s chunks per metadata value `key`
-    (e.g. a content hash). Only the tenant's own: a vector reused from another tenant's
-    chunk would tell (in an ingest's counts) that the other tenant holds the same text."""
-    known: dict[str, tuple[list[float], dict[str, Any]]] = {}
+) -> dict[str, list[float]]:
+    """The stored vector of one of `tenant`'s chunks per metadata value `key` (e.g. a
+    content hash). Only the tenant's own: a vector reused from another tenant's chunk
+    would tell (in an ingest's counts) that the other tenant holds the same text."""
+    known: dict[str, list[float]] = {}
     for start in range(0, len(values), _IN_BATCH):
         batch = list(values[start : start + _IN_BATCH])
         where: Any = {"$and": [{key: {"$in": batch}}, {TENANT_KEY: tenant}]}
@@ -266,7 +265,7 @@ def vectors_by(
             continue
         for meta, vector in zip(got.get("metadatas") or [], embeddings, strict=False):
             if meta and meta.get(key) not in known:
-                known[str(meta[key])] = ([float(x) for x in vector], dict(meta))
+                known[str(meta[key])] = [float(x) for x in vector]
     return known
 
 
