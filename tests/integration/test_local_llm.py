@@ -65,8 +65,12 @@ class FakeServer:
             words = ["Zorbo", " is", " the", " capital."]
             for i, word in enumerate(words):
                 finish = "stop" if i == len(words) - 1 else None
-                delta = {"content": word}
-                callback({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                chunk: dict[str, Any] = {
+                    "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": finish}]
+                }
+                if finish:  # llama.cpp's last chunk carries the call's timings
+                    chunk["timings"] = {"prompt_n": 7, "predicted_n": len(words)}
+                callback(chunk)
             return None
         choice: dict[str, Any] = {
             "index": 0,
@@ -82,7 +86,7 @@ class FakeServer:
         return {
             "choices": [choice],
             "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13},
-            "timings": {"prompt_per_second": 100.0},
+            "timings": {"prompt_per_second": 100.0, "prompt_n": 12, "predicted_n": 1},
         }
 
 
@@ -256,3 +260,15 @@ def test_a_call_that_finds_no_free_slot_in_time_names_the_knob(fake_llm) -> None
     assert server.requests == []
     engine.slots.release()
     assert waiting.invoke("q").content == "yes"
+
+
+def test_each_call_logs_its_tokens_and_its_wait_for_a_slot(fake_llm, caplog) -> None:
+    """The operator's view of a busy model (and the benchmark's token count)."""
+    llm, _ = fake_llm
+    with caplog.at_level("INFO", logger="crag.models.llamacpp"):
+        llm.invoke("q")
+        assert "".join(c.text for c in llm.stream("q")) == "Zorbo is the capital."
+    lines = [r.getMessage() for r in caplog.records if r.name == "crag.models.llamacpp"]
+    assert len(lines) == 2
+    assert lines[0].startswith("local model call: 12 prompt + 1 generated tokens, 0.00 s waiting")
+    assert lines[1].startswith("local model call: 7 prompt + 4 generated tokens")

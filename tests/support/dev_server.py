@@ -45,14 +45,24 @@ def ingest_samples(home: Path) -> Path:
     return home
 
 
+def questions_of(path: Path) -> list[str]:
+    return [json.loads(line)["question"] for line in path.open() if line.strip()]
+
+
 def sample_questions() -> list[str]:
-    return [json.loads(line)["question"] for line in (SAMPLES / "questions.jsonl").open()]
+    return questions_of(SAMPLES / "questions.jsonl")
+
+
+def factoid_questions() -> list[str]:
+    """Short questions on the sample library, one fact each."""
+    return questions_of(SAMPLES / "factoids.jsonl")
 
 
 @dataclass
 class DevServer:
     url: str
     log: Path
+    pid: int  # the server's process, leader of its session (its workers included)
 
     def log_errors(self) -> dict[str, list[str]]:
         """The log's lines holding each of `LOG_ERRORS` (none, for a healthy server)."""
@@ -94,8 +104,10 @@ def dev_server(
     }
     url = f"http://127.0.0.1:{port}"
     log = workdir / "server.log"
-    with serving(command, f"{url}/ok", log, cwd=workdir, env=server_env, timeout_s=timeout_s):
-        yield DevServer(url, log)
+    with serving(
+        command, f"{url}/ok", log, cwd=workdir, env=server_env, timeout_s=timeout_s
+    ) as proc:
+        yield DevServer(url, log, proc.pid)
 
 
 @dataclass
@@ -105,18 +117,22 @@ class Run:
     seconds: float
     values: dict[str, Any]
     error: str | None = None
+    ended: float = 0.0  # time.perf_counter() when it finished
 
 
-async def concurrent_runs(url: str, questions: list[str], *, timeout_s: float = 600) -> list[Run]:
-    """One thread per question, all runs started at once; each run's wall time from its
-    request to its final state, or the error it ended with (a run still going after
-    `timeout_s` is cancelled and counts as failed)."""
+async def concurrent_runs(
+    url: str, questions: list[str], *, timeout_s: float = 600, stagger_s: float = 0.0
+) -> list[Run]:
+    """One thread per question, all runs started at once (or `stagger_s` apart, in the
+    order given); each run's wall time from its request to its final state, or the error
+    it ended with (a run still going after `timeout_s` is cancelled and counts as failed)."""
     from langgraph_sdk import get_client
 
     client = get_client(url=url, timeout=timeout_s)
 
-    async def one(question: str) -> Run:
+    async def one(question: str, turn: int) -> Run:
         thread = await client.threads.create()
+        await asyncio.sleep(turn * stagger_s)
         started = time.perf_counter()
         try:
             values = await client.runs.wait(
@@ -126,11 +142,11 @@ async def concurrent_runs(url: str, questions: list[str], *, timeout_s: float = 
             values, error = {}, f"{type(exc).__name__}: {exc}"
         else:
             error = None if isinstance(values, dict) else f"returned {values!r}"
-        seconds = time.perf_counter() - started
+        ended = time.perf_counter()
         final = values if isinstance(values, dict) else {}
-        return Run(question, thread["thread_id"], seconds, final, error)
+        return Run(question, thread["thread_id"], ended - started, final, error, ended)
 
-    tasks = [asyncio.ensure_future(one(q)) for q in questions]
+    tasks = [asyncio.ensure_future(one(q, i)) for i, q in enumerate(questions)]
     await asyncio.wait(tasks, timeout=timeout_s)
     runs = []
     for question, task in zip(questions, tasks, strict=True):

@@ -32,8 +32,9 @@ def serving(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 60,
-) -> Iterator[None]:
-    """Run `command` until the block ends; fail the test if `probe_url` never answers 200."""
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `command` (in a session of its own) until the block ends, yielding its process;
+    fail the test if `probe_url` never answers 200."""
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             command,
@@ -57,7 +58,7 @@ def serving(
                     output = log_path.read_text(errors="replace")[-3000:]
                     pytest.fail(f"{command[0]} did not start ({probe_url}):\n{output}")
                 time.sleep(0.3)
-            yield
+            yield proc
         finally:
             proc.terminate()
             try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import queue
 import secrets
@@ -48,6 +49,8 @@ from crag.errors import ProviderError
 from crag.models import cpu_count
 
 DEFAULT_N_CTX = 4096
+
+log = logging.getLogger(__name__)
 
 
 class LlamaCppError(RuntimeError):
@@ -288,23 +291,39 @@ class LlamaCppChatModel(BaseChatModel):
         return req
 
     @contextlib.contextmanager
-    def _slot(self, engine: _Engine) -> Iterator[None]:
+    def _slot(self, engine: _Engine) -> Iterator[dict[str, Any]]:
+        """Hold a slot for one call; yields a dict the call fills with llama.cpp's
+        `timings`, logged (tokens, the wait for the slot, the time in it) when it ends."""
+        asked = time.monotonic()
         if not engine.slots.acquire(self.queue_timeout_s):
             raise ProviderError(
                 f"the local model had no free slot for {self.queue_timeout_s:g} s "
                 "(local_queue_timeout_s; more at once: local_slots)"
             )
+        got = time.monotonic()
+        call: dict[str, Any] = {}
         try:
-            yield
+            yield call
         finally:
             engine.slots.release()
+            timings = call.get("timings") or {}
+            log.info(
+                "local model call: %d prompt + %d generated tokens, %.2f s waiting for a "
+                "slot, %.2f s in it",
+                int(timings.get("prompt_n", 0)),
+                int(timings.get("predicted_n", 0)),
+                got - asked,
+                time.monotonic() - got,
+            )
 
     def _call_server(self, req: dict[str, Any]) -> dict[str, Any]:
         engine = self._engine()
-        with self._slot(engine):
+        with self._slot(engine) as call:
             res = engine.server.handle_chat_completions(req)
-        if isinstance(res, (str, bytes)):
-            res = json.loads(res)
+            if isinstance(res, (str, bytes)):
+                res = json.loads(res)
+            if isinstance(res, dict):
+                call["timings"] = res.get("timings")
         if not isinstance(res, dict):
             raise LlamaCppError(f"unexpected reply from llama.cpp: {type(res).__name__}")
         if err := res.get("error"):
@@ -368,8 +387,16 @@ class LlamaCppChatModel(BaseChatModel):
         req = self._request(messages, stop, dict(kwargs))
         req["stream"] = True
         engine = self._engine()
-        with self._slot(engine):
-            engine.server.handle_chat_completions(req, emit)
+        with self._slot(engine) as call:
+
+            def relay(raw: Any) -> None:
+                if isinstance(raw, (str, bytes)):
+                    raw = json.loads(raw)
+                if isinstance(raw, dict) and raw.get("timings"):  # the last chunk's
+                    call["timings"] = raw["timings"]
+                emit(raw)
+
+            engine.server.handle_chat_completions(req, relay)
 
     @staticmethod
     def _chunk_of(raw: Any) -> ChatGenerationChunk | None:
