@@ -19,6 +19,7 @@ from crag.errors import ProviderError
 from crag.models import llamacpp
 from crag.models.chat import make_chat_model
 from crag.models.llamacpp import LlamaCppChatModel, LlamaCppError
+from crag.models.slots import ARRIVALS, Slots
 
 JUDGE_SYSTEM = "You are a strict relevance grader. Answer only 'yes' or 'no'."
 
@@ -231,7 +232,7 @@ def test_slots_go_first_come_first_served() -> None:
     import threading
     import time
 
-    slots = llamacpp.Slots(1)
+    slots = Slots(1)
     assert slots.acquire(0)
     order: list[int] = []
     threads = []
@@ -272,3 +273,60 @@ def test_each_call_logs_its_tokens_and_its_wait_for_a_slot(fake_llm, caplog) -> 
     assert len(lines) == 2
     assert lines[0].startswith("local model call: 12 prompt + 1 generated tokens, 0.00 s waiting")
     assert lines[1].startswith("local model call: 7 prompt + 4 generated tokens")
+
+
+def test_a_freed_slot_goes_to_the_run_that_came_first() -> None:
+    """A later call of an earlier run goes before the first call of a later run."""
+    import threading
+    import time
+
+    slots = Slots(1)
+    assert slots.acquire(0)
+    order: list[str] = []
+
+    def wait(name: str, came: float) -> None:
+        if slots.acquire(5, came=came):
+            order.append(name)
+            slots.release()
+
+    late_run = threading.Thread(target=wait, args=("second run", 20.0))
+    late_run.start()
+    time.sleep(0.05)
+    early_run = threading.Thread(target=wait, args=("first run, its next call", 10.0))
+    early_run.start()  # asks after the second run's call
+    time.sleep(0.05)
+    slots.release()
+    late_run.join(5)
+    early_run.join(5)
+    assert order == ["first run, its next call", "second run"]
+
+
+def test_a_runs_calls_share_its_arrival_and_the_next_run_comes_later() -> None:
+    """Inside a graph run every node's call reads the same arrival; outside, none."""
+    from dataclasses import dataclass
+    from typing import TypedDict
+
+    from langgraph.graph import StateGraph
+
+    @dataclass
+    class Run:
+        name: str = ""
+
+    class S(TypedDict):
+        came: list[float]
+
+    async def ask(state: S) -> S:
+        await asyncio.sleep(0.01)
+        return {"came": [*state["came"], ARRIVALS.came()]}
+
+    builder = StateGraph(S, context_schema=Run)
+    builder.add_node("first", ask)
+    builder.add_node("then", ask)
+    builder.add_edge("__start__", "first")
+    builder.add_edge("first", "then")
+    graph = builder.compile()
+    one = asyncio.run(graph.ainvoke({"came": []}, context=Run("a")))["came"]
+    two = asyncio.run(graph.ainvoke({"came": []}, context=Run("b")))["came"]
+    assert one[0] is not None and one[0] == one[1]
+    assert two[0] == two[1] and two[0] > one[0]
+    assert ARRIVALS.came() is None

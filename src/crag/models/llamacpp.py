@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -23,7 +24,6 @@ import queue
 import secrets
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crag.errors import ProviderError
 from crag.models import cpu_count
+from crag.models.slots import ARRIVALS, Slots
 
 DEFAULT_N_CTX = 4096
 
@@ -55,39 +56,6 @@ log = logging.getLogger(__name__)
 
 class LlamaCppError(RuntimeError):
     """llama.cpp refused a request (e.g. the prompt does not fit the context)."""
-
-
-class Slots:
-    """A model's free slots, handed out first come, first served: a freed slot goes to the
-    call that has waited longest, never to one that arrived after it."""
-
-    def __init__(self, n: int = 1) -> None:
-        self._free = n
-        self._lock = threading.Lock()
-        self._waiting: deque[threading.Event] = deque()
-
-    def acquire(self, timeout: float | None = None) -> bool:
-        """Take a slot; False if none came free within `timeout` seconds."""
-        with self._lock:
-            if self._free and not self._waiting:
-                self._free -= 1
-                return True
-            turn = threading.Event()
-            self._waiting.append(turn)
-        if turn.wait(timeout):
-            return True
-        with self._lock:
-            if turn.is_set():  # handed over just as the wait ran out
-                return True
-            self._waiting.remove(turn)
-            return False
-
-    def release(self) -> None:
-        with self._lock:
-            if self._waiting:
-                self._waiting.popleft().set()  # the slot passes straight to the oldest
-            else:
-                self._free += 1
 
 
 @dataclass
@@ -295,7 +263,7 @@ class LlamaCppChatModel(BaseChatModel):
         """Hold a slot for one call; yields a dict the call fills with llama.cpp's
         `timings`, logged (tokens, the wait for the slot, the time in it) when it ends."""
         asked = time.monotonic()
-        if not engine.slots.acquire(self.queue_timeout_s):
+        if not engine.slots.acquire(self.queue_timeout_s, came=ARRIVALS.came()):
             raise ProviderError(
                 f"the local model had no free slot for {self.queue_timeout_s:g} s "
                 "(local_queue_timeout_s; more at once: local_slots)"
@@ -432,7 +400,8 @@ class LlamaCppChatModel(BaseChatModel):
             except BaseException as exc:
                 handoff.put(("error", exc))
 
-        threading.Thread(target=work, name="llama-stream", daemon=True).start()
+        run = contextvars.copy_context().run  # the graph run's context: its place in line
+        threading.Thread(target=run, args=(work,), name="llama-stream", daemon=True).start()
         while True:
             kind, raw = handoff.get()
             if kind == "error":
