@@ -23,6 +23,7 @@ import contextlib
 import itertools
 import os
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from dev_server import (
     LOG_ERRORS,
+    SAMPLES,
     DevServer,
     Run,
     concurrent_runs,
@@ -39,6 +41,7 @@ from dev_server import (
     factoid_questions,
     have_cli,
     ingest_samples,
+    questions_of,
     sample_questions,
 )
 
@@ -101,12 +104,20 @@ async def probe(url: str, stop: asyncio.Event) -> float:
     return slowest
 
 
-async def watched(url: str, asked: list[str], timeout_s: float) -> tuple[list[Run], float]:
-    """`asked` run at once, 0.2 s apart in order, the server probed meanwhile."""
+async def watched(
+    url: str, asked: list[str], timeout_s: float, alone: bool
+) -> tuple[list[Run], float]:
+    """`asked` run at once, 0.2 s apart in order (or `alone`, one after another), the
+    server probed meanwhile."""
     stop = asyncio.Event()
     prober = asyncio.ensure_future(probe(url, stop))
     try:
-        runs = await concurrent_runs(url, asked, timeout_s=timeout_s, stagger_s=0.2)
+        if alone:
+            runs = [
+                run for q in asked for run in await concurrent_runs(url, [q], timeout_s=timeout_s)
+            ]
+        else:
+            runs = await concurrent_runs(url, asked, timeout_s=timeout_s, stagger_s=0.2)
     finally:
         stop.set()
     return runs, await prober
@@ -114,10 +125,11 @@ async def watched(url: str, asked: list[str], timeout_s: float) -> tuple[list[Ru
 
 def batch(server: DevServer, label: str, asked: list[str], timeout_s: float,
           alone: float | None) -> float:  # fmt: skip
-    """One row of the table: `asked` at once; returns the runs' p95."""
+    """One row of the table: `asked` at once, or one after another when `alone` is None
+    (the row `1 x N`); returns the runs' p95, or their median when alone."""
     start = server.log.stat().st_size
     started = time.perf_counter()
-    runs, slowest = asyncio.run(watched(server.url, asked, timeout_s))
+    runs, slowest = asyncio.run(watched(server.url, asked, timeout_s, alone is None))
     wall = time.perf_counter() - started
     with server.log.open("rb") as log:
         log.seek(start)
@@ -128,8 +140,9 @@ def batch(server: DevServer, label: str, asked: list[str], timeout_s: float,
     found = server.log_errors()
     p95 = percentile(seconds, 95)
     ratio = f"{p95 / alone:9.2f}" if alone else f"{'':>9}"
+    n = f"1 x {len(asked)}" if alone is None else str(len(asked))
     print(
-        f"{label} {len(asked):>7} {wall:7.1f} {percentile(seconds, 50):6.1f} {p95:6.1f} "
+        f"{label} {n:>7} {wall:7.1f} {percentile(seconds, 50):6.1f} {p95:6.1f} "
         f"{max(seconds, default=float('nan')):6.1f} {ratio} {generated / wall:9.2f} "
         f"{overtaken(order):>9} {slowest:9.2f} {len(failed):>6}  "
         f"{','.join(str(i + 1) for i in order)}; "
@@ -138,7 +151,7 @@ def batch(server: DevServer, label: str, asked: list[str], timeout_s: float,
     )
     for error in failed[:3]:
         print(f"{'':>11} failed: {error[:200]}")
-    return p95
+    return p95 if alone is not None else percentile(seconds, 50)
 
 
 def main() -> int:
@@ -158,14 +171,23 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=1800, help="seconds for one batch")
     args = parser.parse_args()
+    # killed, it still stops its server (the `with` blocks run on SystemExit)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not have_cli():
         parser.error("the `langgraph` command is missing: pip install -e '.[dev]'")
     local = args.chat_model == "local"
     threads = args.threads or ([1, 2, 4, 8] if local else [100])
 
-    # Each run of a batch asks a question no earlier run of its server asked (the model
-    # would find a repeated prompt in its cache), and the answer cache is off.
-    questions = sample_questions() + factoid_questions()
+    # With the local model each run asks a question no earlier run of its server asked
+    # (the model would find a repeated prompt in its cache), all of one kind (answered from
+    # the library), and `1` stands for three runs one after another; the answer cache is off.
+    singles = local and threads[0] == 1
+    if local:
+        questions = factoid_questions("internal")
+        questions += questions_of(SAMPLES / "questions.jsonl", "internal")
+        threads = [3 if n == 1 else n for n in threads]
+    else:
+        questions = sample_questions() + factoid_questions()
     if local and 1 + sum(threads) > len(questions):
         parser.error(f"with the local model, at most {len(questions) - 1} runs per server")
     with tempfile.TemporaryDirectory(prefix="crag-bench-dev-") as tmp:
@@ -187,12 +209,12 @@ def main() -> int:
                 print(f"{label} {'warm-up':>7} {warm.seconds:7.1f}  ({said})", flush=True)
                 fresh = iter(questions[1:]) if local else itertools.cycle(questions)
                 alone = None
-                for n in threads:
-                    p95 = batch(
-                        server, label, list(itertools.islice(fresh, n)), args.timeout, alone
-                    )
-                    if n == 1:
-                        alone = p95
+                for i, n in enumerate(threads):
+                    asked = list(itertools.islice(fresh, n))
+                    if singles and i == 0:
+                        alone = batch(server, label, asked, args.timeout, None)
+                    else:
+                        batch(server, label, asked, args.timeout, alone)
     return 0
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import signal
 import sys
 import tempfile
 import time
@@ -30,16 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
-from dev_server import (
-    LOG_ERRORS,
-    SAMPLES,
-    dev_server,
-    factoid_questions,
-    have_cli,
-    ingest_samples,
-    questions_of,
-    sample_questions,
-)
+import dev_server as dev
 
 #: Asked on the thread of the question before, as a person would follow up.
 FOLLOW_UPS = (
@@ -113,8 +105,8 @@ async def conversation(url: str, questions: Iterator[str], tally: Tally, until: 
 
 def questions() -> Iterator[str]:
     """Every sample question in turn, forever."""
-    conflicts = questions_of(SAMPLES / "conflicts" / "questions.jsonl")
-    return itertools.cycle([*sample_questions(), *factoid_questions(), *conflicts])
+    conflicts = dev.questions_of(dev.SAMPLES / "conflicts" / "questions.jsonl")
+    return itertools.cycle([*dev.sample_questions(), *dev.factoid_questions(), *conflicts])
 
 
 async def soak(url: str, pid: int, minutes: float, concurrency: int, timeout_s: float,
@@ -154,26 +146,28 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds for one run")
     parser.add_argument("--keep-threads", action="store_true", help="do not delete threads")
     args = parser.parse_args()
-    if not have_cli():
+    # killed, it still stops its server (the `with` blocks run on SystemExit)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if not dev.have_cli():
         parser.error("the `langgraph` command is missing: pip install -e '.[dev]'")
     if args.minutes <= 0 or args.concurrency < 1:
         parser.error("--minutes must be > 0 and --concurrency >= 1")
 
     with tempfile.TemporaryDirectory(prefix="crag-soak-") as tmp:
-        home = ingest_samples(Path(tmp) / "home")
+        home = dev.ingest_samples(Path(tmp) / "home")
         workdir = Path(tmp) / "server"
         workdir.mkdir()
-        with dev_server(home, workdir, chat_model=args.chat_model, timeout_s=180) as server:
+        with dev.dev_server(home, workdir, chat_model=args.chat_model, timeout_s=180) as server:
             print(f"langgraph dev, {args.chat_model} answers, {args.concurrency} conversations "
                   f"at once for {args.minutes:g} min", flush=True)  # fmt: skip
             tally = asyncio.run(soak(server.url, server.pid, args.minutes, args.concurrency,
                                      args.timeout, args.keep_threads))  # fmt: skip
             found = server.log_errors()
         print(f"runs: {tally.runs}, failed: {tally.failed}; server log: "
-              + ", ".join(f"{len(found[word])} {word}" for word in LOG_ERRORS))  # fmt: skip
+              + ", ".join(f"{len(found[word])} {word}" for word in dev.LOG_ERRORS))  # fmt: skip
         for error in tally.errors[:5]:
             print(f"  failed: {error}")
-        for word in LOG_ERRORS:
+        for word in dev.LOG_ERRORS:
             for line in found[word][:3]:
                 print(f"  log: {line[:200]}")
     return 0

@@ -102,7 +102,8 @@ class Models:
     threads: int = knob(0, "CPU threads for local models (0 = all cores).", check="amount")
     local_slots: int = knob(
         1,
-        "Calls the local chat model decodes together (first come, first served).",
+        "Calls the local chat model decodes together; the rest wait, first come, first "
+        "served by run (1: on two cores more slots gain nothing, prompts are compute-bound).",
         check="count",
     )
     local_queue_timeout_s: float = knob(

@@ -45,17 +45,19 @@ def ingest_samples(home: Path) -> Path:
     return home
 
 
-def questions_of(path: Path) -> list[str]:
-    return [json.loads(line)["question"] for line in path.open() if line.strip()]
+def questions_of(path: Path, category: str | None = None) -> list[str]:
+    """The questions of a question file (of one `category` only, if given)."""
+    rows = [json.loads(line) for line in path.open() if line.strip()]
+    return [row["question"] for row in rows if category in (None, row["category"])]
 
 
 def sample_questions() -> list[str]:
     return questions_of(SAMPLES / "questions.jsonl")
 
 
-def factoid_questions() -> list[str]:
+def factoid_questions(category: str | None = None) -> list[str]:
     """Short questions on the sample library, one fact each."""
-    return questions_of(SAMPLES / "factoids.jsonl")
+    return questions_of(SAMPLES / "factoids.jsonl", category)
 
 
 @dataclass
