@@ -1,7 +1,8 @@
-"""The CRAG graph: retrieve → grade → (refine | rewrite → web_search → refine) → generate.
+"""The CRAG graph: condense → cache_lookup → retrieve → grade → (refine | rewrite →
+web_search → refine) → generate → verify.
 
-A question the tenant's answer cache already answers takes the same path, each node
-passing on the cached result's keys it owns.
+A question the tenant's answer cache already answers ends at cache_lookup. A question
+of several parts goes from grade to one grade_part per part and back, then on.
 """
 
 from __future__ import annotations
@@ -10,25 +11,33 @@ from typing import Any, Literal, cast
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Send
 
 from crag.aio import iterate_sync, run_sync
 from crag.context import Context
+from crag.nodes.cache_lookup import after_lookup, cache_lookup
+from crag.nodes.condense import condense
 from crag.nodes.generate import generate
-from crag.nodes.grade import grade
+from crag.nodes.grade import grade, grade_part, part_sends
 from crag.nodes.refine import refine
 from crag.nodes.retrieve import retrieve
 from crag.nodes.rewrite import rewrite
 from crag.nodes.trail import Node
+from crag.nodes.verify import verify
 from crag.nodes.web_search import web_search
 from crag.state import InputState, State
 
 NODES: dict[str, Node] = {
+    "condense": condense,
+    "cache_lookup": cache_lookup,
     "retrieve": retrieve,
     "grade": grade,
+    "grade_part": grade_part,
     "rewrite": rewrite,
     "web_search": web_search,
     "refine": refine,
     "generate": generate,
+    "verify": verify,
 }
 
 
@@ -50,8 +59,11 @@ def compiled(builder: StateGraph[State, Context, InputState, State], **kwargs: A
     return cast(Graph, graph)
 
 
-def route_after_grade(state: State) -> Literal["refine", "rewrite"]:
-    """correct → refine the library's good docs; incorrect and ambiguous → one web path."""
+def route_after_grade(state: State) -> Literal["refine", "rewrite"] | list[Send]:
+    """correct → refine the library's good docs; incorrect and ambiguous → one web path.
+    A question of several parts first has each part graded (`grade_part`)."""
+    if sends := part_sends(state):
+        return sends
     return "refine" if state.get("verdict") == "correct" else "rewrite"
 
 
@@ -59,13 +71,17 @@ def build() -> StateGraph[State, Context, InputState, State]:
     builder = StateGraph(State, context_schema=Context, input_schema=InputState)
     for name, node in NODES.items():
         builder.add_node(name, node)
-    builder.add_edge(START, "retrieve")
+    builder.add_edge(START, "condense")
+    builder.add_edge("condense", "cache_lookup")
+    builder.add_conditional_edges("cache_lookup", after_lookup)
     builder.add_edge("retrieve", "grade")
-    builder.add_conditional_edges("grade", route_after_grade)
+    builder.add_conditional_edges("grade", route_after_grade, ["grade_part", "refine", "rewrite"])
+    builder.add_edge("grade_part", "grade")
     builder.add_edge("rewrite", "web_search")
     builder.add_edge("web_search", "refine")
     builder.add_edge("refine", "generate")
-    builder.add_edge("generate", END)
+    builder.add_edge("generate", "verify")
+    builder.add_edge("verify", END)
     return builder
 
 

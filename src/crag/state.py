@@ -6,6 +6,7 @@ state reads the same in Python, in `crag ask --json` and in `langgraph dev`.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from copy import copy
 from typing import Annotated, Any, Literal, NotRequired, cast, get_args, get_origin, get_type_hints
@@ -136,6 +137,27 @@ class Grades(TypedDict):
     unknown: list[str]  # those that are what a one-part question asks about
 
 
+class PartTask(TypedDict):
+    """One part of a question of several, sent to `grade_part` with every document
+    retrieved for the question and its parts (the pool, in `docs`' order)."""
+
+    index: int
+    text: str
+    subject: str  # the thing of a comparison a document must name ("" if none)
+    how: str  # who split the question: rules or model
+    texts: list[str]
+
+
+class PartScores(TypedDict):
+    """What `grade_part` found for one part: each pool document's score against it,
+    and its `PartGrade`."""
+
+    index: int
+    grade: PartGrade
+    scores: list[float]
+    grader: str
+
+
 NO_GRADES = Grades(
     scores=[], first=[], simple=False, parts=[], asked=[], meets=[], never=[], unknown=[]
 )
@@ -151,6 +173,16 @@ class Citation(TypedDict):
     query: NotRequired[str]
 
 
+class Draft(TypedDict):
+    """An answer before verification, and how it was written. Its text is "" when the
+    chat model found no answer in the context (no draft at all: nothing reached it)."""
+
+    text: str
+    detail: str  # the generate step's note
+    by_model: bool  # a chat model wrote it (else the best strips, quoted)
+    fallback: bool  # the model failed or its reply was unreadable: the best strips stand in
+
+
 class Step(TypedDict):
     """One node run: the audit trail of the path taken."""
 
@@ -160,19 +192,19 @@ class Step(TypedDict):
 
 
 def _merge_path(old: list[Step], new: list[Step]) -> list[Step]:
-    """A run starts at retrieve, so retrieve starts a new trail.
+    """A run starts at condense, so condense starts a new trail.
 
     Without this, a second question on the same `langgraph dev` thread would show the
     nodes of the first one too.
     """
-    if new and new[0]["node"] == "retrieve":
+    if new and new[0]["node"] == "condense":
         return list(new)
     return [*(old or []), *new]
 
 
 def _merge_kinds(old: list[str], new: list[str]) -> list[str]:
     """The kinds of data masked so far in a run, each once: several nodes may send text
-    out. A run starts afresh by overwriting them (retrieve sends `Overwrite([])`)."""
+    out. A run starts afresh by overwriting them (condense sends `Overwrite([])`)."""
     return list(dict.fromkeys([*(old or []), *(new or [])]))
 
 
@@ -204,12 +236,17 @@ def clean_question(question: Any, max_chars: int) -> str:
 
 
 class State(InputState, total=False):
-    tenant: str  # whose library answered (the `tenant` knob)
+    """Each run's keys, grouped by the node that writes them. A cache hit replays an
+    earlier run's verdict and answer keys instead (`cache_lookup`); the reducer keys
+    (`messages`, `redacted`, `path`) gather what several nodes add."""
+
+    # condense: the run's question, and whose library answers it
+    tenant: str  # the `tenant` knob
+    # cache_lookup
     cached: bool  # the answer came from the tenant's answer cache
-    served: dict[
-        str, Any
-    ]  # the cached result (verdict, answer, ...) that grade and generate pass on
+    # retrieve
     retrieved: list[Passage]  # what retrieval returned, before grading
+    # grade
     docs: list[Passage]  # the graded documents, each with its score
     scores: list[float]
     grader: str
@@ -220,30 +257,39 @@ class State(InputState, total=False):
     missing_terms: list[str]
     verdict: Verdict
     good_docs: list[Passage]
+    part_tasks: list[PartTask]  # the parts sent to grade_part, for a question of several
+    # grade_part: a merged list, each part's scores as its grading ends
+    part_grades: Annotated[list[PartScores], operator.add]
+    # rewrite
     web_query: str
+    # web_search
     web_docs: list[Passage]
     web_error: str
     searched: list[str]  # each source the web path asked, in order, and what it gave
     # kinds of secret or personal data masked in what left the machine (never the values)
     redacted: Annotated[list[str], _merge_kinds]
+    # refine
     ratings: dict[str, Rating]  # each refined document's confidence signals, by id
     strips: list[Strip]
     kept_strips: list[Strip]
+    conflicts: list[Conflict]  # disagreements settled in refinement
+    # generate
+    draft: Draft | None  # the answer before verification
+    # verify: whether crag answered, and how far the evidence supports the answer
     answer: str
     citations: list[Citation]
-    # whether crag answered, and how far the evidence supports the answer
     answered: bool
-    decline_reason: str | None  # why crag declined (`verification.DeclineReason`); None: answered
+    decline_reason: str | None  # why crag declined (`verify.DeclineReason`); None: answered
     support: Support
+    unsupported: list[str]  # what the question asks that the evidence does not show
     composite: float  # the composite confidence of the sources the answer cites (0: declined)
     confidence: float  # the probability that the outcome is right (`grading.outcome`)
-    conflicts: list[Conflict]  # disagreements settled in refinement
-    unsupported: list[str]  # what the question asks that the evidence does not show
+    # every node: the audit trail of the path taken
     path: Annotated[list[Step], _merge_path]
 
 
 #: What a new question on a thread keeps: the conversation, whose library it is, and the
-#: trail (which `retrieve` restarts). Every other key of `State` is a run's result.
+#: trail (which `condense` restarts). Every other key of `State` is a run's result.
 THREAD_KEYS = frozenset({"question", "messages", "tenant", "path"})
 
 
@@ -261,6 +307,6 @@ def _empty(hint: Any) -> Any:
 def fresh_run() -> dict[str, Any]:
     """Every per-run key of `State` at its empty value, read from the State itself: a
     new question on a thread inherits none of the last run's results, and a key added
-    to `State` later is reset with the rest (`retrieve` starts each run with these)."""
+    to `State` later is reset with the rest (`condense` starts each run with these)."""
     hints = get_type_hints(State, include_extras=True)
     return {key: _empty(hint) for key, hint in hints.items() if key not in THREAD_KEYS}

@@ -107,22 +107,23 @@ def any_irrelevant(state: State) -> Literal["rewrite", "context"]:
 
 def _tutorial() -> Graph:
     builder = StateGraph(State, context_schema=Context, input_schema=InputState)
-    builder.add_node("retrieve", NODES["retrieve"])
-    builder.add_node("grade", binary_grade)
-    for name in ("rewrite", "web_search", "generate"):
+    for name in ("condense", "retrieve", "rewrite", "web_search", "generate", "verify"):
         builder.add_node(name, NODES[name])
+    builder.add_node("grade", binary_grade)
     builder.add_node("context", relevant_and_web)
-    builder.add_edge(START, "retrieve")
+    builder.add_edge(START, "condense")
+    builder.add_edge("condense", "retrieve")
     builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", any_irrelevant)
     builder.add_edge("rewrite", "web_search")
     builder.add_edge("web_search", "context")
     builder.add_edge("context", "generate")
-    builder.add_edge("generate", END)
+    builder.add_edge("generate", "verify")
+    builder.add_edge("verify", END)
     return compiled(builder, name="tutorial-rag")
 
 
-NAIVE = steps("retrieve", ("context", all_retrieved), "generate")
+NAIVE = steps("retrieve", ("context", all_retrieved), "generate", "verify")
 TUTORIAL = _tutorial()
 
 

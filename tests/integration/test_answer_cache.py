@@ -60,13 +60,12 @@ def test_a_paraphrase_is_answered_from_the_cache(home: Path) -> None:
     ):
         state = ask(again, context=ctx)
         assert state["cached"] and _answer(state) == _answer(first), again
-        # the graph's own path, each node passing on the cached keys it owns
-        assert [s["node"] for s in state["path"]] == ["retrieve", "grade", "refine", "generate"]
-        assert "cached answer (similarity" in state["path"][0]["detail"]
-        assert state["path"][1]["detail"] == "correct: the cached answer's verdict"
+        # a hit ends the run at the lookup: nothing is retrieved, graded or drafted
+        assert [s["node"] for s in state["path"]] == ["condense", "cache_lookup"]
+        assert "cached answer (similarity" in state["path"][1]["detail"]
         result = summary(state)
         assert result["cached"] is True and result["tenant"] == "acme"
-        assert result["path"] == ["retrieve", "grade", "refine", "generate"]
+        assert result["path"] == ["condense", "cache_lookup"]
         assert result["documents"] == [] and result["verdict"] == "correct"
         # the answer keeps the confidence it was cached for, and says where it is from
         assert result["confidence"] == first["confidence"] > 0
@@ -85,7 +84,7 @@ def test_a_different_question_is_not(home: Path) -> None:
     ):
         state = ask(other, context=ctx)
         assert not state["cached"], other
-        assert state["path"][0]["node"] == "retrieve" and len(state["path"]) > 1
+        assert [s["node"] for s in state["path"][:3]] == ["condense", "cache_lookup", "retrieve"]
 
 
 def test_declined_and_unsure_answers_are_never_stored(home: Path) -> None:

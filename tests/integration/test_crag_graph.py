@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from answering import CORRECT_PATH
 from d2l import IngestedLibrary
 from fake_openai import FakeOpenAI
 from fake_tavily import FakeTavily
@@ -49,7 +50,7 @@ def test_internal_question_is_answered_from_the_books_with_page_citations(
 ) -> None:
     result = run(BIAS_VARIANCE, dev_home)
     assert result["verdict"] == "correct"
-    assert result["path"] == ["retrieve", "grade", "refine", "generate"]
+    assert result["path"] == CORRECT_PATH
     assert len(result["scores"]) == Context().retrieval.k and all(
         0 <= s <= 1 for s in result["scores"]
     )
@@ -64,7 +65,20 @@ def test_partial_question_takes_the_web_path_and_merges_both_sources(dev_home: P
     result = run(ADAGRAD_ADABOOST, dev_home)
     assert result["verdict"] == "ambiguous"
     assert result["missing_terms"] == ["AdaBoost"]  # the books know AdaGrad only
-    assert result["path"] == ["retrieve", "grade", "rewrite", "web_search", "refine", "generate"]
+    assert result["path"] == [
+        "condense",
+        "cache_lookup",
+        "retrieve",
+        "grade",
+        "grade_part",
+        "grade_part",
+        "grade",
+        "rewrite",
+        "web_search",
+        "refine",
+        "generate",
+        "verify",
+    ]
     state = result["state"]
     assert state["question"] == ADAGRAD_ADABOOST  # rewriting never replaces the question
     assert state["web_query"] and state["web_query"] != BN_VS_LN
@@ -84,7 +98,11 @@ def test_classic_partial_question_batch_vs_layer_norm(dev_home: Path) -> None:
         ("Batch normalization", True),
         ("layer normalization", False),
     ]
+    # each part is graded by a node of its own, then grade decides
+    assert result["path"][3:7] == ["grade", "grade_part", "grade_part", "grade"]
     state = result["state"]
+    assert [g["index"] for g in state["part_grades"]] in ([0, 1], [1, 0])
+    assert state["path"][3]["detail"] == "2 parts (split by rules), each graded on its own"
     assert state["web_query"].startswith("layer normalization")
     assert "batch" not in state["web_query"].lower()
     kept_docs = {s["doc_id"] for s in state["kept_strips"]}
@@ -198,7 +216,7 @@ def test_tavily_failure_is_recorded_and_the_run_goes_on(
         AI_NEWS, dev_home, external="tavily", tavily_base_url=tavily.base_url, timeout_s=1.0
     )
     assert result["web_error"] and "tavily" in result["web_error"]
-    assert result["path"][-1] == "generate"
+    assert result["path"][-1] == "verify"
     assert result["answer"].startswith(prompts.NOT_FOUND)
     assert "external source failed" in result["answer"]
 
@@ -321,7 +339,7 @@ def test_a_failing_chat_model_falls_back_to_cited_passages(
     result = run(BIAS_VARIANCE, dev_home, chat_model="openai:down", chat_timeout_s=2.0)
     assert result["answer"].startswith("(The language model failed")
     assert "[1]" in result["answer"] and result["citations"]
-    assert result["path"][-1] == "generate"
+    assert result["path"][-1] == "verify"
 
 
 def test_injected_instructions_are_removed_and_sources_stay_delimited(

@@ -127,11 +127,11 @@ def test_records_have_the_summary_shape_for_every_system(eval_report: Path) -> N
     keys = {"question", "verdict", "answer", "citations", "path", "timings", "context"}
     for row in rows:
         assert keys <= set(row), row["system"]
-        assert row["path"][0] == "retrieve" and row["path"][-1] == "generate"
+        assert row["path"][0] == "condense" and row["path"][-1] == "verify"
         for entry in row["context"]:
             assert entry["source"] != "?" and entry["text"]
     naive = [r for r in rows if r["system"] == "naive"]
-    assert all(r["path"] == ["retrieve", "generate"] for r in naive)
+    assert all(r["path"] == ["condense", "retrieve", "generate", "verify"] for r in naive)
 
 
 def test_tune_finds_and_saves_thresholds(sample_home: Path, capsys: pytest.CaptureFixture) -> None:

@@ -11,6 +11,7 @@ import pytest
 from dev_server import DevServer, concurrent_runs, dev_server, have_cli, sample_questions
 from requires import DEV, missing
 
+PORT = "Which TCP port does the Lumen server's HTTPS API listen on by default?"
 INCORRECT = "How can I bulk import a folder of Markdown files, including their front-matter tags?"
 
 
@@ -40,7 +41,27 @@ def test_stream_interrupt_inspect_resume_and_history(server: DevServer) -> None:
         ):
             if part.event == "updates":
                 nodes += list(part.data)
-        assert nodes[:2] == ["retrieve", "grade"] and nodes[-2:] == ["refine", "generate"]
+        assert nodes[:4] == ["condense", "cache_lookup", "retrieve", "grade"]
+        assert nodes[-3:] == ["refine", "generate", "verify"]
+        # Studio draws every step as a node
+        drawn = await client.assistants.get_graph("crag")
+        assert {n["id"] for n in drawn["nodes"]} >= {*nodes, "refine", "rewrite", "web_search"}
+
+        # A library question, paused before its draft is verified, then resumed.
+        thread = await client.threads.create()
+        await client.runs.wait(
+            thread["thread_id"],
+            "crag",
+            input={"question": PORT},
+            interrupt_before=["verify"],
+        )
+        paused = await client.threads.get_state(thread["thread_id"])
+        assert paused["next"] == ["verify"]
+        draft = paused["values"]["draft"]
+        assert draft["text"] and not paused["values"].get("answer")
+        final = await client.runs.wait(thread["thread_id"], "crag", input=None)
+        assert isinstance(final, dict) and final["answered"] is True and "7420" in final["answer"]
+        assert final["path"][-1]["node"] == "verify" and final["path"][-2]["node"] == "generate"
 
         # A web-path question, paused before the external search.
         thread = await client.threads.create()
@@ -63,10 +84,11 @@ def test_stream_interrupt_inspect_resume_and_history(server: DevServer) -> None:
         assert isinstance(final, dict)
         assert final["web_query"] == "lumen-import markdown front matter"
         assert final["answer"] and final["web_docs"]
-        assert [step["node"] for step in final["path"]][-3:] == [
+        assert [step["node"] for step in final["path"]][-4:] == [
             "web_search",
             "refine",
             "generate",
+            "verify",
         ]
         history = await client.threads.get_history(thread["thread_id"], limit=50)
         assert len(history) >= 6

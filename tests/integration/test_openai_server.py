@@ -81,7 +81,7 @@ def test_chat_judge_and_embeddings_through_a_real_server(
     )
     assert state["grader"] == "judge" and len(state["scores"]) == 2
     assert all(0.0 <= s <= 1.0 for s in state["scores"])
-    assert [step["node"] for step in state["path"]][-1] == "generate"
+    assert [step["node"] for step in state["path"]][-1] == "verify"
     assert "failed" not in state["path"][-1]["detail"]  # no timeout, no fallback
     assert state["answered"] and "120" in state["answer"], (state["scores"], state["path"][1])
     assert len(pieces) > 1 and "".join(pieces).strip() == state["answer"]  # streamed

@@ -210,7 +210,7 @@ def test_a_failing_external_source_is_reported_and_the_run_goes_on(
         assert time.monotonic() - started < 10  # the timeout holds
         assert code == 0 and "Traceback" not in err, err
         result = json.loads(out)
-        assert result["path"][-3:] == ["web_search", "refine", "generate"]
+        assert result["path"][-4:] == ["web_search", "refine", "generate", "verify"]
         error = result["web_error"] or ""
         assert error.startswith("tavily: ") and "\n" not in error, error
         assert result["answered"] is False and result["citations"] == []
@@ -245,7 +245,7 @@ def test_a_grader_failing_on_web_results_is_recorded_not_fatal(
         assert result["web_error"] == (
             "grading the results of local failed: RuntimeError: grader exploded"
         )
-        assert result["path"][-1] == "generate" and result["answered"] is False
+        assert result["path"][-1] == "verify" and result["answered"] is False
 
 
 # --- an OpenAI-compatible server for the chat model and the embeddings ------------------------

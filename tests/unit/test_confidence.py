@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from answering import answer_of
 from fakes import FakeEmbeddings
 from langgraph.runtime import Runtime
 
@@ -33,7 +34,6 @@ from crag.grading.outcome import probability, signals
 from crag.grading.question_form import slot, time_sensitive
 from crag.models.remembering import Remembering
 from crag.nodes import refine as refine_module
-from crag.nodes.generate import generate
 from crag.nodes.refine import deduplicate, refine
 from crag.prompts import SourceValue, SourceValues
 from crag.source_kind import detect_kind
@@ -81,13 +81,13 @@ def doc(
 
 
 def run(docs: list[Passage], question: str = QUESTION, **knobs: Any) -> dict[str, Any]:
-    """refine, then generate, on the correct path; the final state (path: refine's step,
-    then generate's)."""
+    """refine, generate and verify, on the correct path; the final state (path: refine's
+    step, then generate's and verify's)."""
     state: State = {"question": question, "docs": docs, "good_docs": docs, "verdict": "correct"}
     runtime = Runtime(context=ctx(**knobs))
     refined = asyncio.run(refine(state, runtime=runtime))
     state = {**state, **refined}  # type: ignore[typeddict-item]
-    answered = asyncio.run(generate(state, runtime=runtime))
+    answered = asyncio.run(answer_of(state, runtime=runtime))
     return {**state, **answered, "path": refined["path"] + answered["path"]}
 
 

@@ -10,6 +10,7 @@ from crag.grading.coverage import is_specific, key_terms
 from crag.grading.decompose import comparison
 from crag.grading.verdict import decide_verdict
 from crag.graph import graph, route_after_grade
+from crag.nodes.cache_lookup import after_lookup
 from crag.nodes.citations import cited, number_sources
 from crag.nodes.generate import extractive_answer
 from crag.nodes.refine import decompose, knowledge_for, select
@@ -53,6 +54,17 @@ def test_incorrect_and_ambiguous_share_one_web_path() -> None:
     assert ("web_search", "refine") in edges
     assert ("refine", "generate") in edges
     assert ("grade", "refine") in edges and ("grade", "rewrite") in edges
+
+
+def test_the_run_starts_with_its_question_and_ends_with_verification() -> None:
+    """condense reads the question, a cache hit ends the run on an edge, and every
+    answer is drafted, then verified."""
+    edges = {(e.source, e.target) for e in graph.get_graph().edges}
+    assert ("__start__", "condense") in edges and ("condense", "cache_lookup") in edges
+    assert ("cache_lookup", "retrieve") in edges and ("cache_lookup", "__end__") in edges
+    assert ("generate", "verify") in edges and ("verify", "__end__") in edges
+    assert after_lookup({"question": "q", "cached": True}) == "__end__"
+    assert after_lookup({"question": "q", "cached": False}) == "retrieve"
 
 
 def _doc(i: str, text: str, origin: str = "library", **extra: str) -> Passage:

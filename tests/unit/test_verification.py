@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from answering import answer_of
 from langgraph.runtime import Runtime
 
 from crag.context import Context
 from crag.nodes.citations import repointed
-from crag.nodes.generate import finished_sentences, generate
+from crag.nodes.generate import finished_sentences
 from crag.nodes.rewrite import of_the_question, with_constraints
 from crag.state import Citation, Passage, State, Strip
 
@@ -49,8 +50,8 @@ def library_never_names(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     def missing(ctx: Context, collection: str, wanted: Sequence[str]) -> list[str]:
         return [w for w in wanted if w in never]
 
-    monkeypatch.setattr("crag.nodes.verification.missing_terms", missing)
-    monkeypatch.setattr("crag.nodes.verification.library_texts", lambda ctx, collection: [])
+    monkeypatch.setattr("crag.nodes.verify.missing_terms", missing)
+    monkeypatch.setattr("crag.nodes.verify.library_texts", lambda ctx, collection: [])
     return never
 
 
@@ -67,7 +68,7 @@ def answer(
     state: State = {"question": question, "web_docs": [doc], "kept_strips": [strip]}
     state["parts"] = [{"text": p, "score": 0.9, "covered": covered} for p in parts]
     ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="extractive", **knobs)
-    return asyncio.run(generate(state, runtime=Runtime(context=ctx)))
+    return asyncio.run(answer_of(state, runtime=Runtime(context=ctx)))
 
 
 @pytest.mark.parametrize(("question", "other", "asked"), CASES)
@@ -393,13 +394,13 @@ def test_what_the_library_never_writes_must_be_named_however_it_is_typed(
     state: State = {"question": question, "web_docs": [doc], "grades": grades}
     state["kept_strips"] = [{"doc_id": "d1", "position": 0, "text": other, "score": 0.9}]
     ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="extractive")
-    got = asyncio.run(generate(state, runtime=Runtime(context=ctx)))
+    got = asyncio.run(answer_of(state, runtime=Runtime(context=ctx)))
     assert got["answered"] is False and got["decline_reason"] == "constraints unmet"
     assert "do not mention catboost" in got["answer"]
     named = "CatBoost encodes categorical features with ordered target statistics."
     state["web_docs"] = [{**doc, "text": named}]
     state["kept_strips"] = [{"doc_id": "d1", "position": 0, "text": named, "score": 0.9}]
-    assert asyncio.run(generate(state, runtime=Runtime(context=ctx)))["answered"] is True
+    assert asyncio.run(answer_of(state, runtime=Runtime(context=ctx)))["answered"] is True
 
 
 def test_the_product_a_source_is_about_is_named_by_the_source() -> None:
@@ -420,7 +421,7 @@ def test_a_decline_for_want_of_evidence_names_the_closest_passage() -> None:
 
     def decline(**state: Any) -> str:
         full: State = {"question": "How do I use pytest fixtures?", "kept_strips": [], **state}
-        update = asyncio.run(generate(full, runtime=Runtime(context=ctx)))
+        update = asyncio.run(answer_of(full, runtime=Runtime(context=ctx)))
         assert update["answered"] is False and update["decline_reason"] == "no evidence"
         return str(update["answer"])
 

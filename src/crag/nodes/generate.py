@@ -1,47 +1,33 @@
-"""generate: answer from the refined context only, with [n] citations, then verify.
+"""generate: a draft answer from the refined context only, with [n] citations.
 
-With no refined context left, crag says so instead of guessing, and no model runs.
-The chat model (or, with none, the best kept strips quoted) writes a draft; the
-verification step (`crag.nodes.verification`) decides whether it stands.
+The chat model (or, with none, the best kept strips quoted) writes the draft; the
+`verify` step decides whether it stands. With no refined context left there is no
+draft, and no model runs: crag will say so instead of guessing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from crag import cache, prompts
+from crag import prompts
 from crag.context import Context
-from crag.grading.conflicts import disagreement
-from crag.grading.constraints import Constraint, check, constraints, named, subjects
-from crag.grading.outcome import probability, signals
+from crag.grading.constraints import Constraint, check
 from crag.models.chat import EXTRACTIVE, make_chat_model
-from crag.nodes.citations import CITE, citation_of, label, number_sources, render_sources
+from crag.nodes.citations import CITE, number_sources, render_sources
 from crag.nodes.trail import context_of, note, recorded
-from crag.nodes.verification import Draft, declined, verified
-from crag.state import Citation, Passage, State, Strip, documents_seen
+from crag.nodes.verify import asked_of
+from crag.state import Citation, Draft, State, Strip, documents_seen
 from crag.text import brief, sentence_key, split_sentences
 
 log = logging.getLogger(__name__)
 
 FALLBACK = "extractive fallback: "
-#: What generate writes of an answer (a cached one included).
-ANSWER_KEYS = (
-    "answer",
-    "citations",
-    "answered",
-    "support",
-    "unsupported",
-    "composite",
-    "confidence",
-)
 
 _Pick = tuple[float, int, int, str]  # score, position, citation number, text
 
@@ -85,43 +71,6 @@ def extractive_answer(
             said.update(sentence_key(x) for x in new)
             picked.append((score, at, n, " ".join(new)))
     return " ".join(f"{text} [{n}]" for _, _, n, text in sorted(picked, key=lambda t: t[1]))
-
-
-def composite_of(
-    citations: Sequence[Citation], numbered: list[tuple[Citation, list[Strip]]], docs: list[Passage]
-) -> float:
-    """The mean composite confidence of the sources an answer cites (each source by its
-    most confident cited chunk): the explanation beside the calibrated `confidence`."""
-    by_id = {d["id"]: d for d in docs}
-    values = [
-        max(
-            by_id[s["doc_id"]].get("confidence", by_id[s["doc_id"]].get("score", 0.0))
-            for s in strips
-        )
-        for c, strips in numbered
-        if c in citations and strips
-    ]
-    return round(sum(values) / len(values), 4) if values else 0.0
-
-
-def with_conflicts(
-    update: dict[str, Any], state: State, numbered: list[tuple[Citation, list[Strip]]]
-) -> dict[str, Any]:
-    """The answer, its sources' composite confidence, and a sentence for each conflict
-    between sources that refinement settled: which source crag preferred, and why."""
-    docs = documents_seen(state)
-    update["composite"] = composite_of(update["citations"], numbered, docs)
-    conflicts = state.get("conflicts") or []
-    if not conflicts:
-        return update
-
-    def number_of(doc_id: str) -> int | None:
-        return next(
-            (c["n"] for c, strips in numbered if any(s["doc_id"] == doc_id for s in strips)), None
-        )
-
-    said = " ".join(disagreement(c, number_of) for c in conflicts)
-    return {**update, "answer": f"{update['answer']} {said}".strip()}
 
 
 # a sentence's end, with the citations that follow it ("... errors. [1], [2]")
@@ -203,89 +152,15 @@ async def draft(
 @recorded
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    about: dict[str, Any] = {"question": state["question"]}
-    if served := state.get("served"):  # the tenant's cached answer, passed on
-        update = {key: served[key] for key in ANSWER_KEYS if key in served}
-        update |= {"decline_reason": None, **note("the cached answer")}
-        about["cached"] = True
-    else:
-        update = await answer(state, ctx)
-        # a confident, verified answer is kept for the same question (the tenant's cache)
-        if await asyncio.to_thread(cache.store, ctx, state["question"], {**state, **update}):
-            step = update["path"][0]
-            update["path"] = [{**step, "detail": f"{step['detail']}; cached"}]
-    # the conversation keeps the reply, and the standalone question it answered
-    return {**update, "messages": [AIMessage(update["answer"], response_metadata=about)]}
-
-
-async def answer(state: State, ctx: Context) -> dict[str, Any]:
-    """The answer's state update: answered, declined, or a near miss said as such; an
-    answer says where its sources disagreed."""
-    update = await _answer(state, ctx)
-    if update["answered"]:
-        numbered = number_sources(state.get("kept_strips") or [], documents_seen(state))
-        update = with_conflicts(update, state, numbered)
-    return {**update, "confidence": confidence_of(state, update)}
-
-
-def confidence_of(state: State, update: dict[str, Any]) -> float:
-    """The probability that this outcome (the answer, or the decline) is right."""
-    return probability(
-        signals(
-            answered=update["answered"],
-            kept_strips=len(state.get("kept_strips") or []),
-            web_scores=[d.get("score", 0.0) for d in state.get("web_docs") or []],
-            unmet_terms=bool(state.get("missing_terms") or update.get("unsupported")),
-            decline_reason=update.get("decline_reason"),
-        )
-    )
-
-
-def nothing_found(state: State, ctx: Context) -> str:
-    """Why nothing reached the context, as the user reads it: the external source
-    failed, or the closest passage found, scoring under the `lower` a source needs (the
-    library's only where it names what the question asks about), so a reader knows
-    where to look and how near it came."""
-    if failed := state.get("web_error"):
-        return f"(The external source failed: {failed})"
-    grades = state.get("grades")
-    unknown = grades["unknown"] if grades else []
-    library = [] if unknown else list(state.get("docs") or [])
-    seen = [d for d in [*library, *(state.get("web_docs") or [])] if "score" in d]
-    said = f"The library never mentions {', '.join(unknown)}." if unknown else ""
-    best = max(seen, key=lambda d: d["score"], default=None)
-    if best is not None and best["score"] < ctx.grading.lower:
-        said += (
-            f"{' ' if said else ''}The closest passage found, {label(citation_of(best, 1))}, "
-            f"scores {math.floor(best['score'] * 100 + 1e-9) / 100:.2f}; a source needs "
-            f"{ctx.grading.lower:.2f}."
-        )
-    return f"({said})" if said else ""
-
-
-def asked_of(state: State) -> list[Constraint]:
-    """What the evidence must meet: the question's years, versions, names and subjects,
-    and the thing a one-part question asks about that the library never writes, however
-    it is typed ("catboost" as much as "CatBoost")."""
-    grades = state.get("grades")
-    asked = [*constraints(state["question"]), *subjects(state["question"])]
-    never = [named(t) for t in (grades["unknown"] if grades else [])]
-    return list(dict.fromkeys([*asked, *never]))
-
-
-async def _answer(state: State, ctx: Context) -> dict[str, Any]:
-    """The draft (the chat model's, or the best strips quoted), then its verification."""
-    question = state["question"]
     kept = state.get("kept_strips") or []
     if not kept:
-        return declined("no evidence", nothing_found(state, ctx), "no supporting source: declined")
+        return {"draft": None, **note("no supporting source: nothing to answer from")}
     numbered = number_sources(kept, documents_seen(state))
-    asked = asked_of(state) if ctx.generation.verify else []
     if ctx.models.chat_model == EXTRACTIVE:
-        text = extractive_answer(numbered, asked=asked)
-        return await verified(state, ctx, Draft(text, "extractive", False, False), numbered, asked)
-    drafted, detail = await draft(question, numbered, ctx)
-    if drafted is None:
-        return declined("model found none", "", detail)
-    made = Draft(drafted, detail, by_model=True, fallback=detail.startswith(FALLBACK))
-    return await verified(state, ctx, made, numbered, asked)
+        asked = asked_of(state) if ctx.generation.verify else []
+        text, detail, by_model = extractive_answer(numbered, asked=asked), "extractive", False
+    else:
+        drafted, detail = await draft(state["question"], numbered, ctx)
+        text, by_model = drafted or "", True
+    made = Draft(text=text, detail=detail, by_model=by_model, fallback=detail.startswith(FALLBACK))
+    return {"draft": made, **note(detail)}

@@ -1,8 +1,9 @@
 """grade: score the retrieved chunks, route the question, and decide the CRAG verdict.
 
 A simple question whose best chunk clearly wins takes the fast path (that chunk
-alone). A question of several parts is decomposed: each part is retrieved and graded
-on its own, and the verdict says how many parts the library covers.
+alone). A question of several parts is decomposed: each part is retrieved, then sent
+to `grade_part` to be graded on its own, and grade decides when they are back; the
+verdict says how many parts the library covers.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph.runtime import Runtime
+from langgraph.types import Send
 
 from crag.context import Context
 from crag.errors import ProviderError
@@ -24,7 +26,7 @@ from crag.grading.verdict import decide, fast_winner
 from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library import hit_to_passage
 from crag.retrieval.library import retrieve as library_retrieve
-from crag.state import Grades, Part, PartGrade, Passage, State
+from crag.state import Grades, Part, PartGrade, PartScores, PartTask, Passage, State
 from crag.text import times_named
 
 
@@ -43,16 +45,11 @@ async def scored_by(ctx: Context, question: str, texts: list[str]) -> tuple[list
         return scores, f"{stand_in.name} ({exc})"
 
 
-async def graded_parts(
-    ctx: Context, split: Split, docs: list[Passage]
-) -> tuple[list[Passage], list[float], list[PartGrade], str]:
-    """Each part retrieved on its own and every document graded against every part: a
-    document's score is its best part's, and a part is explained by a document that
-    names its subject (of a comparison) more than once and meets its years and versions."""
-    parts = split.parts
+async def pooled(ctx: Context, split: Split, docs: list[Passage]) -> list[Passage]:
+    """The documents, then each part's own retrieval that they do not hold yet."""
     seen = {d["id"] for d in docs}
     pool = list(docs)
-    for part in parts:
+    for part in split.parts:
         hits = await asyncio.to_thread(
             library_retrieve, ctx, ctx.store.collection, part, ctx.retrieval.k
         )
@@ -60,28 +57,42 @@ async def graded_parts(
             if (passage := hit_to_passage(hit, origin="library"))["id"] not in seen:
                 seen.add(passage["id"])
                 pool.append(passage)
-    texts = [d["text"] for d in pool]
-    graded = await asyncio.gather(*(scored_by(ctx, part, texts) for part in parts))
-    best = [max(column) for column in zip(*(scores for scores, _ in graded), strict=True)]
-    found: list[PartGrade] = []
-    for part, subject, (scores, _) in zip(parts, split.subjects, graded, strict=True):
-        # a document that explains a thing names it more than once; one that names it
-        # once only mentions it in passing (a chapter on batch norm, of layer norm)
-        # and a chunk about another year or version does not cover a part about this one
-        asked = when(part)
-        explains = [
-            s
-            for s, t in zip(scores, texts, strict=True)
-            if (not subject or times_named(subject, t) > 1) and check(asked, [t]).holds
-        ]
-        found.append(
-            PartGrade(
-                text=part,
-                top=float(max(scores, default=0.0)),
-                explains=float(max(explains, default=0.0)),
-            )
-        )
-    return pool, best, found, graded[0][1]
+    return pool
+
+
+@recorded
+async def grade_part(task: PartTask, runtime: Runtime[Context]) -> dict[str, Any]:
+    """One part of a question of several, graded against every document of the pool.
+    The part is explained by a document that names its subject (of a comparison) more
+    than once and meets its years and versions."""
+    ctx = context_of(runtime)
+    texts, subject = task["texts"], task["subject"]
+    scores, grader = await scored_by(ctx, task["text"], texts)
+    # a document that explains a thing names it more than once; one that names it
+    # once only mentions it in passing (a chapter on batch norm, of layer norm)
+    # and a chunk about another year or version does not cover a part about this one
+    asked = when(task["text"])
+    explains = [
+        s
+        for s, t in zip(scores, texts, strict=True)
+        if (not subject or times_named(subject, t) > 1) and check(asked, [t]).holds
+    ]
+    found = PartGrade(
+        text=task["text"],
+        top=float(max(scores, default=0.0)),
+        explains=float(max(explains, default=0.0)),
+    )
+    scored = PartScores(index=task["index"], grade=found, scores=scores, grader=grader)
+    detail = f"{task['text']!r}: best {found['top']:.2f}, explained {found['explains']:.2f}"
+    return {"part_grades": [scored], **note(detail)}
+
+
+def part_sends(state: State) -> list[Send]:
+    """A `grade_part` run for each part of a question of several that grade sent out
+    and has not had back yet ([] otherwise)."""
+    if state.get("part_grades"):
+        return []
+    return [Send("grade_part", task) for task in state.get("part_tasks") or []]
 
 
 def _label(c: Constraint) -> str:
@@ -103,6 +114,7 @@ class Grading:
     grader: str
     split: Split
     reasons: list[str]  # why the question is complex ([] for a simple one)
+    pending: bool = False  # its parts are still to be graded, each by grade_part
 
 
 def fast_gap(ctx: Context) -> float | None:
@@ -150,31 +162,55 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
     if fast_winner(grades, ctx.grading.upper, fast_gap(ctx)) is not None:
         return Grading(docs, grades, name, split, reasons)
     if len(split.parts) >= 2:  # each part graded on its own: the whole question is not
-        pool, scores, parts, name = await graded_parts(ctx, split, docs)
+        pool = await pooled(ctx, split, docs)
         # the pool starts with the first retrieval, whose checks are done
         added = [d["text"] for d in pool[len(docs) :]]
-        grades = {**grades, "scores": [float(s) for s in scores], "parts": parts}
         grades["meets"] = [*grades["meets"], *meets(asked, added)]
-        docs = pool
-    elif cheap is not ctx:  # no clear winner: now the LLM judge grades
+        return Grading(pool, grades, name, split, reasons, pending=True)
+    if cheap is not ctx:  # no clear winner: now the LLM judge grades
         scores, name = await scored_by(ctx, question, texts)
         grades = {**grades, "scores": [float(s) for s in scores]}
     return Grading(docs, grades, name, split, reasons)
 
 
+def sent(graded: Grading) -> dict[str, Any]:
+    """The pool of a question of several parts, before its parts are graded: one
+    `grade_part` run for each, then grade again, to decide."""
+    texts = [d["text"] for d in graded.docs]
+    split = graded.split
+    tasks = [
+        PartTask(index=i, text=part, subject=subject, how=split.how, texts=texts)
+        for i, (part, subject) in enumerate(zip(split.parts, split.subjects, strict=True))
+    ]
+    detail = f"{len(tasks)} parts (split by {split.how}), each graded on its own"
+    return {"docs": graded.docs, "grades": graded.grades, "part_tasks": tasks, **note(detail)}
+
+
+def joined(state: State, returned: list[PartScores]) -> Grading:
+    """The question graded from its parts' grades: a document's score is its best
+    part's."""
+    rows = sorted(returned, key=lambda r: r["index"])
+    tasks = state.get("part_tasks") or []
+    best = [max(column) for column in zip(*(r["scores"] for r in rows), strict=True)]
+    grades: Grades = {
+        **state["grades"],
+        "scores": [float(s) for s in best],
+        "parts": [r["grade"] for r in rows],
+    }
+    split = Split([t["text"] for t in tasks], tasks[0]["how"] if tasks else "rules")
+    reasons = complexity(state["question"], split.parts)
+    return Grading(state.get("docs") or [], grades, rows[0]["grader"], split, reasons)
+
+
 @recorded
 async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    if served := state.get("served"):  # a cached answer: its verdict is passed on
-        verdict, grader = served["verdict"], served.get("grader", "")
-        return {
-            "verdict": verdict,
-            "grader": grader,
-            "scores": [],
-            "missing_terms": [],
-            **note(f"{verdict}: the cached answer's verdict"),
-        }
-    graded = await grading(ctx, state["question"], state.get("retrieved") or [])
+    if returned := state.get("part_grades"):
+        graded = joined(state, returned)
+    else:
+        graded = await grading(ctx, state["question"], state.get("retrieved") or [])
+    if graded.pending:
+        return sent(graded)
     grades = graded.grades
     decision = decide(grades, ctx.grading.upper, ctx.grading.lower, fast_gap(ctx))
     scores = grades["scores"]

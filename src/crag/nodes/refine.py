@@ -213,8 +213,6 @@ def ordered(
 @recorded
 async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    if state.get("served"):
-        return note("nothing to refine: the answer is cached")
     question = state["question"]
     weights, timely = weights_for(ctx, question)
     lead = priority(ctx, timely)

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from crag.context import Context, context_from
 from crag.redact import collecting, scrub, secret_values
-from crag.state import State, Step
+from crag.state import PartTask, State, Step
+
+#: What a node reads: the state, or what a `Send` gave it (a part of a question).
+In = TypeVar("In", State, PartTask)
+_Read = TypeVar("_Read", contravariant=True)
 
 
-class Node(Protocol):
+class Node(Protocol[_Read]):
     """A graph node as LangGraph calls it: the state, and the runtime by keyword."""
 
-    def __call__(self, state: State, *, runtime: Runtime[Context]) -> Awaitable[dict[str, Any]]: ...
+    def __call__(self, state: _Read, *, runtime: Runtime[Context]) -> Awaitable[dict[str, Any]]: ...
 
 
-NodeBody = Callable[[State, Runtime[Context]], Awaitable[dict[str, Any]]]
+NodeBody = Callable[[In, Runtime[Context]], Awaitable[dict[str, Any]]]
 
 
 def context_of(runtime: Runtime[Context] | None) -> Context:
@@ -61,11 +65,11 @@ def scrubbed(value: Any, secrets: Sequence[str] | None = None) -> Any:
 _FROM_ERRORS = ("web_error",)
 
 
-def recorded(fn: NodeBody) -> Node:
+def recorded(fn: NodeBody[In]) -> Node[In]:
     """Time a node and record (name, seconds, detail) in the state's path, and what its
     model calls masked (`redacted`). No secret of the machine's reaches the state."""
 
-    async def node(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    async def node(state: In, runtime: Runtime[Context]) -> dict[str, Any]:
         start = time.perf_counter()
         with collecting() as kinds:
             update = with_masked(await fn(state, runtime), kinds)

@@ -1,4 +1,6 @@
-"""A follow-up on a thread, read as the standalone question it stands for.
+"""condense: the run's start. The question is read (from the input, or a chat client's
+last message) and checked, and a follow-up on a thread becomes the standalone question
+it stands for; every per-run key of the state starts empty.
 
 "And for monthly plans?" means nothing to retrieval on its own. With a language model
 the conversation is condensed into one question (the retrieval-agent pattern); with
@@ -9,13 +11,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
 
 from crag import prompts
 from crag.context import Context
 from crag.grading.decompose import carried, is_follow_up
 from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.nodes.trail import context_of, note, recorded
+from crag.state import State, clean_question, fresh_run
 
 log = logging.getLogger(__name__)
 
@@ -61,3 +67,25 @@ async def standalone(
     if not 2 <= len(condensed) <= ctx.retrieval.max_question_chars:
         return rule, f"follow-up, with the last question's terms: {rule}"
     return condensed, f"follow-up, condensed: {condensed}"
+
+
+@recorded
+async def condense(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = context_of(runtime)
+    messages = list(state.get("messages") or [])
+    said: list[HumanMessage] = []
+    if messages and isinstance(messages[-1], HumanMessage):
+        asked: Any = messages.pop().text  # a chat client sends the question as a message
+    else:
+        asked = state.get("question")
+        said = [HumanMessage(str(asked))]
+    # bounded work on any input, also for callers that skip the API (langgraph dev)
+    asked = clean_question(asked, ctx.retrieval.max_question_chars)
+    question, reading = await standalone(asked, messages, ctx)
+    return {
+        **fresh_run(),
+        "tenant": ctx.store.tenant,
+        "question": question,
+        "messages": said,
+        **note(reading or "a question of its own"),
+    }

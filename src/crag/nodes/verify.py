@@ -1,5 +1,5 @@
-"""Verification: one step from a draft answer to answered, partly answered or declined,
-with the reason.
+"""verify: one step from the draft answer to answered, partly answered or declined,
+with the reason, and the probability that this outcome is right.
 
 The draft's claims are checked against its sources (with `verify_claims`, one judge
 call), its citations moved to the source that states each claim's figures, and the
@@ -9,28 +9,39 @@ declines and says what it found instead. A constraint decides only when the evid
 states another value, or when nothing crag searched names it; otherwise it is weak
 evidence and the answer stands as partial. Whether crag answered is state
 (`answered`, `support`, `decline_reason`), never read back from the answer's words.
+A confident, verified answer is kept in the tenant's answer cache.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
 
-from crag import prompts
+from crag import cache, prompts
 from crag.context import Context
 from crag.errors import StoreError
-from crag.grading.constraints import Check, Constraint, check, constraints
+from crag.grading.conflicts import disagreement
+from crag.grading.constraints import Check, Constraint, check, constraints, named, subjects
+from crag.grading.outcome import probability, signals
 from crag.models.chat import make_chat_model
-from crag.nodes.citations import cited, render_sources, repointed
-from crag.nodes.trail import note
+from crag.nodes.citations import (
+    citation_of,
+    cited,
+    label,
+    number_sources,
+    render_sources,
+    repointed,
+)
+from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library_index import library_texts, missing_terms
-from crag.state import Citation, State, Strip, documents_seen
+from crag.state import Citation, Draft, Passage, State, Strip, documents_seen
 from crag.text import brief, split_sentences
 
 log = logging.getLogger(__name__)
@@ -40,16 +51,6 @@ log = logging.getLogger(__name__)
 #: the answer was grounded, or the evidence speaks of other years, versions or names
 #: than the question asks.
 DeclineReason = Literal["no evidence", "model found none", "ungrounded", "constraints unmet"]
-
-
-@dataclass(frozen=True)
-class Draft:
-    """An answer before verification, and how it was written."""
-
-    text: str
-    detail: str  # the step's note so far
-    by_model: bool  # a chat model wrote it (else the best strips, quoted)
-    fallback: bool  # the model failed or its reply was unreadable: the best strips stand in
 
 
 def declined(
@@ -188,9 +189,9 @@ async def verified(
     numbered: list[tuple[Citation, list[Strip]]],
     asked: Sequence[Constraint],
 ) -> dict[str, Any]:
-    """The draft answered, partly answered or declined (the generate step's update)."""
-    answer, detail, dropped = draft.text, draft.detail, 0
-    if draft.by_model and not draft.fallback:
+    """The draft answered, partly answered or declined."""
+    answer, detail, dropped = draft["text"], draft["detail"], 0
+    if draft["by_model"] and not draft["fallback"]:
         if ctx.generation.verify and ctx.generation.verify_claims:
             answer, dropped, grounding = await grounded(answer, numbered, ctx)
             detail += f"; {grounding}"
@@ -202,7 +203,7 @@ async def verified(
     if not asked:
         return answered(answer, citations, detail, partial=dropped > 0)
     # the evidence: what the answer quotes, or the strips of the sources it cites
-    if draft.by_model:
+    if draft["by_model"]:
         evidence = [s["text"] for c, strips in numbered if c in citations for s in strips]
     else:
         evidence = [answer]
@@ -234,3 +235,112 @@ async def verified(
     if ctx.generation.near_miss_answers:
         return answered(f"{found} {answer}", citations, f"near miss: {lacks}", unmet)
     return declined("constraints unmet", f"({found})", f"declined: {lacks}", unmet)
+
+
+def composite_of(
+    citations: Sequence[Citation], numbered: list[tuple[Citation, list[Strip]]], docs: list[Passage]
+) -> float:
+    """The mean composite confidence of the sources an answer cites (each source by its
+    most confident cited chunk): the explanation beside the calibrated `confidence`."""
+    by_id = {d["id"]: d for d in docs}
+    values = [
+        max(
+            by_id[s["doc_id"]].get("confidence", by_id[s["doc_id"]].get("score", 0.0))
+            for s in strips
+        )
+        for c, strips in numbered
+        if c in citations and strips
+    ]
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def with_conflicts(
+    update: dict[str, Any], state: State, numbered: list[tuple[Citation, list[Strip]]]
+) -> dict[str, Any]:
+    """The answer, its sources' composite confidence, and a sentence for each conflict
+    between sources that refinement settled: which source crag preferred, and why."""
+    docs = documents_seen(state)
+    update["composite"] = composite_of(update["citations"], numbered, docs)
+    conflicts = state.get("conflicts") or []
+    if not conflicts:
+        return update
+
+    def number_of(doc_id: str) -> int | None:
+        return next(
+            (c["n"] for c, strips in numbered if any(s["doc_id"] == doc_id for s in strips)), None
+        )
+
+    said = " ".join(disagreement(c, number_of) for c in conflicts)
+    return {**update, "answer": f"{update['answer']} {said}".strip()}
+
+
+def confidence_of(state: State, update: dict[str, Any]) -> float:
+    """The probability that this outcome (the answer, or the decline) is right."""
+    return probability(
+        signals(
+            answered=update["answered"],
+            kept_strips=len(state.get("kept_strips") or []),
+            web_scores=[d.get("score", 0.0) for d in state.get("web_docs") or []],
+            unmet_terms=bool(state.get("missing_terms") or update.get("unsupported")),
+            decline_reason=update.get("decline_reason"),
+        )
+    )
+
+
+def nothing_found(state: State, ctx: Context) -> str:
+    """Why nothing reached the context, as the user reads it: the external source
+    failed, or the closest passage found, scoring under the `lower` a source needs (the
+    library's only where it names what the question asks about), so a reader knows
+    where to look and how near it came."""
+    if failed := state.get("web_error"):
+        return f"(The external source failed: {failed})"
+    grades = state.get("grades")
+    unknown = grades["unknown"] if grades else []
+    library = [] if unknown else list(state.get("docs") or [])
+    seen = [d for d in [*library, *(state.get("web_docs") or [])] if "score" in d]
+    said = f"The library never mentions {', '.join(unknown)}." if unknown else ""
+    best = max(seen, key=lambda d: d["score"], default=None)
+    if best is not None and best["score"] < ctx.grading.lower:
+        said += (
+            f"{' ' if said else ''}The closest passage found, {label(citation_of(best, 1))}, "
+            f"scores {math.floor(best['score'] * 100 + 1e-9) / 100:.2f}; a source needs "
+            f"{ctx.grading.lower:.2f}."
+        )
+    return f"({said})" if said else ""
+
+
+def asked_of(state: State) -> list[Constraint]:
+    """What the evidence must meet: the question's years, versions, names and subjects,
+    and the thing a one-part question asks about that the library never writes, however
+    it is typed ("catboost" as much as "CatBoost")."""
+    grades = state.get("grades")
+    asked = [*constraints(state["question"]), *subjects(state["question"])]
+    never = [named(t) for t in (grades["unknown"] if grades else [])]
+    return list(dict.fromkeys([*asked, *never]))
+
+
+async def outcome(state: State, ctx: Context) -> dict[str, Any]:
+    """The draft verified, or crag's decline when there is none."""
+    draft = state.get("draft")
+    if draft is None:
+        return declined("no evidence", nothing_found(state, ctx), "no supporting source: declined")
+    if draft["by_model"] and not draft["text"]:
+        return declined("model found none", "", draft["detail"])
+    numbered = number_sources(state.get("kept_strips") or [], documents_seen(state))
+    asked = asked_of(state) if ctx.generation.verify else []
+    update = await verified(state, ctx, draft, numbered, asked)
+    return with_conflicts(update, state, numbered) if update["answered"] else update
+
+
+@recorded
+async def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = context_of(runtime)
+    update = await outcome(state, ctx)
+    update["confidence"] = confidence_of(state, update)
+    # a confident, verified answer is kept for the same question (the tenant's cache)
+    if await asyncio.to_thread(cache.store, ctx, state["question"], {**state, **update}):
+        step = update["path"][0]
+        update["path"] = [{**step, "detail": f"{step['detail']}; cached"}]
+    # the conversation keeps the reply, and the standalone question it answered
+    about = {"question": state["question"]}
+    return {**update, "messages": [AIMessage(update["answer"], response_metadata=about)]}
