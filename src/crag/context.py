@@ -63,7 +63,7 @@ class Store:
         "including chunks ingested before tenants existed.",
     )
     chunk_size: int = knob(900, "Target chunk size (chars, at least 100).", check="count")
-    chunk_overlap: int = knob(150, "Chunk overlap (chars).", check="amount")
+    chunk_overlap: int = knob(150, "Chunk overlap (chars).", check="amount", tuning=True)
 
     @property
     def chroma_path(self) -> Path:
@@ -139,6 +139,7 @@ class Retrieval:
         True,
         "Split a comparison or multi-part question into 2-4 parts, each retrieved and "
         "graded on its own.",
+        tuning=True,
     )
     max_question_chars: int = knob(
         4000, "Longer questions are refused (bounded work on any input).", check="count"
@@ -163,11 +164,13 @@ class Grading:
         None,
         "A grader saved by `crag train-grader` (grader.json) to grade with instead of the one "
         "in HOME/grader (e.g. one trained on another library).",
+        tuning=True,
     )
     reader_file: Path | None = knob(
         None,
         "Reader: a model saved by `crag train-reader` (reader.onnx, with reader.json beside "
         "it) to grade with instead of the one crag ships.",
+        tuning=True,
     )
     strip_weight: float = knob(
         0.5,
@@ -175,6 +178,7 @@ class Grading:
         "cosine; 1: the better of the two), so a long chunk that answers in one sentence "
         "is not averaged away.",
         check="share",
+        tuning=True,
     )
     upper: float = knob(0.60, "Verdict `correct` if any document scores >= upper.", check="share")
     lower: float = knob(
@@ -183,30 +187,40 @@ class Grading:
         check="share",
     )
     cascade_low: float = knob(
-        0.25, "Cascade: a first score below this is settled as irrelevant.", check="share"
+        0.25,
+        "Cascade: a first score below this is settled as irrelevant.",
+        check="share",
+        tuning=True,
     )
     cascade_high: float = knob(
-        0.75, "Cascade: a first score at or above this is settled relevant.", check="share"
+        0.75,
+        "Cascade: a first score at or above this is settled relevant.",
+        check="share",
+        tuning=True,
     )
     judge_weight: float = knob(
         0.5,
         "Mean: the LLM judge's weight in a document's score (the offline grader's: 1 - it).",
         check="share",
+        tuning=True,
     )
     coverage_check: bool = knob(
         True,
         "A question with terms the library never mentions, or comparing something it names "
         "only in passing, is at best `ambiguous` (the library can answer only part of it).",
+        tuning=True,
     )
     fast_path: bool = knob(
         True,
         "A simple question whose best chunk clearly wins is answered from that chunk alone "
         "(no LLM judge, no decomposition).",
+        tuning=True,
     )
     fast_gap: float = knob(
         0.15,
         "Fast path: how far the best chunk's score must lead the next (besides reaching upper).",
         check="share",
+        tuning=True,
     )
 
 
@@ -226,14 +240,18 @@ class Search:
     )
     external_collection: str = knob("external", "Collection used by external=local.")
     web_k: int = knob(5, "External results per search.", check="count")
-    tavily_base_url: str | None = knob(None, "Tavily API base URL (tests point it at loopback).")
+    tavily_base_url: str | None = knob(
+        None, "Tavily API base URL (tests point it at loopback).", tuning=True
+    )
     sql_path: Path | None = knob(
         None,
         "A SQLite database for structured questions (prices, specs, counts), read-only, "
         "SELECT only.",
     )
-    sql_max_rows: int = knob(20, "At most this many rows per SQL query.", check="count")
-    sql_timeout_s: float = knob(5.0, "Timeout of each SQL query (s).", check="seconds")
+    sql_max_rows: int = knob(
+        20, "At most this many rows per SQL query.", check="count", tuning=True
+    )
+    sql_timeout_s: float = knob(5.0, "Timeout of each SQL query (s).", check="seconds", tuning=True)
     timeout_s: float = knob(
         30.0, "Timeout of each external search and Chroma server call (s).", check="seconds"
     )
@@ -249,15 +267,18 @@ class Search:
 class Refinement:
     """Knowledge refinement: documents cut into strips, the relevant strips kept."""
 
-    refine: bool = knob(True, "Knowledge refinement on (off for ablation).")
-    strip_sentences: int = knob(2, "Sentences per strip (1-3).")
-    strip_threshold: float = knob(0.10, "Strips scoring below this are dropped.", check="share")
-    max_strips: int = knob(12, "At most this many strips kept.", check="count")
+    refine: bool = knob(True, "Knowledge refinement on (off for ablation).", tuning=True)
+    strip_sentences: int = knob(2, "Sentences per strip (1-3).", tuning=True)
+    strip_threshold: float = knob(
+        0.10, "Strips scoring below this are dropped.", check="share", tuning=True
+    )
+    max_strips: int = knob(12, "At most this many strips kept.", check="count", tuning=True)
     dedup_threshold: float = knob(
         0.9,
         "Strips whose embeddings' cosine reaches this (and that state the same numbers and "
         "dates) are one fact: only the more confident one is kept.",
         check="share",
+        tuning=True,
     )
 
 
@@ -266,25 +287,41 @@ class Confidence:
     """What orders documents and strips, and settles sources that disagree."""
 
     weight_relevance: float = knob(
-        0.6, "Weight of the grader's relevance score in the composite.", check="share"
+        0.6,
+        "Weight of the grader's relevance score in the composite.",
+        check="share",
+        tuning=True,
     )
     weight_completeness: float = knob(
-        0.1, "Weight of completeness (share of the question covered).", check="share"
+        0.1,
+        "Weight of completeness (share of the question covered).",
+        check="share",
+        tuning=True,
     )
     weight_recency: float = knob(
-        0.2, "Weight of recency (the document's date, decaying).", check="share"
+        0.2,
+        "Weight of recency (the document's date, decaying).",
+        check="share",
+        tuning=True,
     )
     weight_authority: float = knob(
-        0.1, "Weight of authority (the source's kind, see `authority`).", check="share"
+        0.1,
+        "Weight of authority (the source's kind, see `authority`).",
+        check="share",
+        tuning=True,
     )
     timely_recency_weight: float = knob(
         0.5,
         "The recency weight for a time-sensitive question ('latest', 'current', 'as of', a "
         "year), when it is higher than weight_recency.",
         check="share",
+        tuning=True,
     )
     recency_half_life_days: float = knob(
-        365.0, "Age (days) at which a document's recency halves.", check="days"
+        365.0,
+        "Age (days) at which a document's recency halves.",
+        check="days",
+        tuning=True,
     )
     authority: dict[str, float | str] = knob(
         {},
@@ -313,6 +350,7 @@ class Generation:
         True,
         "Check the answer's evidence against the question's years, dates, versions and "
         "names; decline when it speaks of others.",
+        tuning=True,
     )
     verify_claims: bool = knob(
         False,
@@ -345,6 +383,7 @@ class Cache:
         "synonyms aside).",
         name="cache_threshold",
         check="share",
+        tuning=True,
     )
     size: int = knob(
         1000,
@@ -358,6 +397,7 @@ class Cache:
         "without one are judged by verdict and verification alone).",
         name="cache_min_confidence",
         check="share",
+        tuning=True,
     )
 
 

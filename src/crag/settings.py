@@ -32,11 +32,20 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def knob(default: Any, doc: str, *, name: str | None = None, check: str | None = None) -> Any:
+def knob(
+    default: Any,
+    doc: str,
+    *,
+    name: str | None = None,
+    check: str | None = None,
+    tuning: bool = False,
+) -> Any:
     """A dataclass field with its documentation, the check its values must pass, and,
     where the field's name would be ambiguous outside its group, the flat name it is
-    known by (`cache.threshold`: `cache_threshold`)."""
-    meta = {"description": doc, "knob": name, "check": check}
+    known by (`cache.threshold`: `cache_threshold`). A `tuning` knob is one the lab fits
+    or switches off to measure a mechanism: settable like any other, but `crag config`
+    lists it only with `--all`."""
+    meta = {"description": doc, "knob": name, "check": check, "tuning": tuning}
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=meta)
     return field(default=default, metadata=meta)
@@ -53,6 +62,7 @@ class Knob:
     description: str
     default: Any
     check: str | None
+    tuning: bool
 
 
 def knob_table(groups: Mapping[str, type]) -> dict[str, Knob]:
@@ -66,7 +76,14 @@ def knob_table(groups: Mapping[str, type]) -> dict[str, Knob]:
             assert name not in table, f"knob {name!r} is in two groups"
             assert meta["check"] in (None, *CHECKS), meta["check"]
             table[name] = Knob(
-                name, group, f.name, hints[f.name], meta["description"], _default(f), meta["check"]
+                name,
+                group,
+                f.name,
+                hints[f.name],
+                meta["description"],
+                _default(f),
+                meta["check"],
+                meta["tuning"],
             )
     return table
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -212,18 +213,31 @@ def test_groups_are_small_and_every_knob_is_documented() -> None:
     assert all(cls.__doc__ for cls in GROUPS.values())
 
 
-def test_crag_config_lists_every_knob_with_its_origin(
+def test_crag_config_lists_a_users_knobs_with_their_origin_and_all_with_all(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from crag.cli.main import main
     from crag.context import KNOBS
 
+    def listed(*flags: str) -> dict[str, dict[str, Any]]:
+        assert main(["config", "--home", str(tmp_path), "--set", "upper=0.6", *flags]) == 0
+        return dict(json.loads(capsys.readouterr().out))
+
     monkeypatch.setenv("CRAG_WEB_K", "7")
-    assert main(["config", "--home", str(tmp_path), "--set", "upper=0.6", "--json"]) == 0
-    listed = json.loads(capsys.readouterr().out)
-    assert {v["knob"] for group in listed.values() for v in group.values()} == set(KNOBS)
-    assert listed["grading"]["upper"] == {"knob": "upper", "value": 0.6, "origin": "argument"}
-    assert listed["search"]["web_k"]["origin"] == "CRAG_WEB_K"
+    every = listed("--json", "--all")
+    assert {v["knob"] for group in every.values() for v in group.values()} == set(KNOBS)
+    users = listed("--json")
+    names = {v["knob"] for group in users.values() for v in group.values()}
+    assert names == {n for n, k in KNOBS.items() if not k.tuning} and len(names) <= 35
+    assert {"upper", "lower", "k", "chat_model", "external"} <= names
+    assert not {"fast_path", "strip_weight", "weight_recency", "cache_threshold"} & names
+    assert users["grading"]["upper"] == {"knob": "upper", "value": 0.6, "origin": "argument"}
+    assert users["search"]["web_k"]["origin"] == "CRAG_WEB_K"
+    # a tuning knob is still set like any other
+    assert main(["config", "--home", str(tmp_path), "--set", "fast_gap=0.2", "--all"]) == 0
+    text = capsys.readouterr().out
+    assert "fast_gap = 0.2  (argument)" in text
     assert main(["config", "--home", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "[grading]" in text and "web_k = 7  (CRAG_WEB_K)" in text
+    assert "fast_gap" not in text and "28 tuning knobs" in text

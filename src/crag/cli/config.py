@@ -1,5 +1,6 @@
-"""`crag config`: every knob, group by group, with its value and where the value came from
-(an argument, a `CRAG_*` environment variable, settings.json, or the default)."""
+"""`crag config`: the knobs a user sets, group by group, with each value and where it
+came from (an argument, a `CRAG_*` environment variable, settings.json, or the
+default); `--all` adds the tuning knobs the lab fits and switches off to measure."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from crag.cli.options import add_context_flags, context_from_args
 from crag.context import GROUPS
 
 NAME = "config"
-HELP = "list every knob: value, origin and what it does"
+HELP = "list the knobs: value, origin and what each does"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--all", action="store_true", help="also the tuning knobs (thresholds, weights, switches)"
+    )
     add_context_flags(parser)
 
 
@@ -27,9 +31,10 @@ def _plain(value: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     ctx = context_from_args(args)
+    shown = [(knob, value) for knob, value in ctx.items() if args.all or not knob.tuning]
     if args.json:
         out: dict[str, dict[str, Any]] = {group: {} for group in GROUPS}
-        for knob, value in ctx.items():
+        for knob, value in shown:
             out[knob.group][knob.attr] = {
                 "knob": knob.name,
                 "value": _plain(value),
@@ -38,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     group = ""
-    for knob, value in ctx.items():
+    for knob, value in shown:
         if knob.group != group:
             group = knob.group
             print(f"\n[{group}] {(GROUPS[group].__doc__ or '').strip()}")
@@ -50,4 +55,7 @@ def run(args: argparse.Namespace) -> int:
             textwrap.fill(knob.description, 88, initial_indent=" " * 6, subsequent_indent=" " * 6)
         )
     print("\nset one with --set NAME=VALUE, CRAG_NAME=VALUE or HOME/settings.json")
+    if not args.all:
+        hidden = sum(knob.tuning for knob, _ in ctx.items())
+        print(f"{hidden} tuning knobs (thresholds, weights, switches) are listed with --all")
     return 0
