@@ -183,7 +183,7 @@ def test_set_takes_json_and_group_names() -> None:
 
 
 def test_a_knob_is_set_by_flat_name_group_name_or_group(tmp_path: Path) -> None:
-    from crag.context import Grading
+    from crag.method_knobs import Grading
 
     assert Context(home=tmp_path, upper=0.7).grading.upper == 0.7
     assert Context(home=tmp_path, **{"grading.upper": 0.7}).grading.upper == 0.7

@@ -18,10 +18,11 @@ from fnmatch import fnmatch
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from crag.context import AUTHORITY_OF_KIND, SIGNALS, Context
+from crag.context import Context
 from crag.dates import read_date
 from crag.grading.coverage import key_terms
 from crag.grading.question_form import time_sensitive
+from crag.method_knobs import AUTHORITY_OF_KIND, SIGNALS
 from crag.source_kind import detect_kind
 from crag.text import stems
 
