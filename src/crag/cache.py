@@ -43,7 +43,7 @@ from crag.grading.constraints import constraints
 from crag.grading.registry import reads_trained
 from crag.grading.trained import model_path
 from crag.models.embeddings import embeddings_for
-from crag.retrieval.library import library_version
+from crag.retrieval.tenancy import library_version
 from crag.text import content_words, normalize, stem
 
 log = logging.getLogger(__name__)

@@ -19,13 +19,13 @@ from crag.retrieval import clients
 from crag.retrieval.clients import EMBEDDINGS_KEY, drop_collection, get_collection, open_client
 from crag.retrieval.library import (
     describe,
-    library_version,
     retrieve,
     retrieve_many,
     to_similarity,
 )
 from crag.retrieval.library_index import LibraryIndex, library_index
 from crag.retrieval.store_errors import store_error
+from crag.retrieval.tenancy import library_version
 from crag.text import times_named
 
 DOCS = {

@@ -24,12 +24,11 @@ from crag.retrieval.clients import (
 from crag.retrieval.library import (
     describe,
     iter_records,
-    library_version,
     retrieve,
     tenant_records,
-    tenant_where,
 )
 from crag.retrieval.library_index import missing_terms
+from crag.retrieval.tenancy import library_version, tenant_where
 from crag_lab.pairs import library_chunks
 
 

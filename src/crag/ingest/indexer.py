@@ -1,24 +1,14 @@
 """Incremental, crash-safe indexing of a folder into a Chroma collection.
 
-The index describes itself, so there is no manifest to fall out of step with it:
-every chunk carries its file's `version` (sha256 of the file bytes and of the
-chunking rules) and `chunks`, the number of chunks of that version. A version is
-complete when all of its chunks are present; a file whose version is complete is
-skipped without reading past its hash or loading the model.
-
-A changed file's new chunks are written first and its old ones deleted after, so a
-crash never loses a file: it leaves at most an extra partial version, which the
-next run completes (embedding only the missing chunks) and then swaps in. Chunk
-ids are derived from (source, version, index), so re-writing is idempotent.
-
-Each run works on one tenant's files (the `tenant` knob): it reads, replaces and
-prunes only chunks carrying that tenant, and other tenants' chunks in the same
-collection are never touched (a rebuild excepted: it drops the whole collection).
-
-`rebuild` drops the collection first (without letting Chroma load a damaged index;
-a store whose database is unreadable is moved aside) and ingests everything again.
-A run that ends normally records the collection's index files (`integrity.seal`), so
-that a later damage is caught before Chroma loads them.
+The index describes itself: every chunk carries its file's `version` (the file's and
+the chunking rules' hash) and the number of chunks of that version, so a file whose
+version is complete is skipped after its hash. A changed file's new chunks are written
+before its old ones are deleted, under ids derived from (source, version, index): a
+crash leaves at most a partial version, which the next run completes. A run reads,
+replaces and prunes only its tenant's chunks; `rebuild` drops the collection first
+(moving aside a store whose database is unreadable). A run that ends normally seals
+the collection's index files (`integrity.seal`), so later damage is caught before
+Chroma loads them.
 """
 
 from __future__ import annotations
@@ -28,28 +18,29 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
-from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crag.context import DEFAULT_TENANT, Context
-from crag.errors import CragError, DamagedStore, IngestError, StoreError
-from crag.filelock import LockBusy, exclusive
+from crag.context import Context
+from crag.errors import DamagedStore, IngestError, StoreError
 from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
 from crag.ingest.discovery import Discovery, discover
-from crag.ingest.loaders import (
-    LoadedDocument,
-    LoadError,
-    load_document,
-    read_bytes,
-    sha256_hex,
+from crag.ingest.loaders import LoadError, load_document, read_bytes, sha256_hex
+from crag.ingest.lock import home_lock
+from crag.ingest.stored import (
+    Stored,
+    chunk_id,
+    chunk_metadata,
+    file_version,
+    provenance,
+    scan,
+    unchanged,
+    write_manifest,
 )
-from crag.ingest.stored import Stored, file_version, scan, trusted_manifest, write_manifest
-from crag.ingest.summary import FileReport, IngestSummary
+from crag.ingest.summary import FileReport, IngestSummary, describe_error
 from crag.retrieval.clients import (
     TENANT_KEY,
     TENANTS_KEY,
-    check_home,
     drop_collection,
     get_collection,
     open_client,
@@ -60,12 +51,10 @@ from crag.retrieval.library import (
     adopt_untagged,
     delete,
     embeddings_for,
-    mark_changed,
     vectors_by,
     write,
 )
-from crag.retrieval.store_errors import store_error
-from crag.source_kind import detect_kind
+from crag.retrieval.tenancy import mark_changed
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -82,48 +71,9 @@ EventHandler = Callable[[Event], None]
 BATCH_SIZE = 64
 
 
-# --- helpers --------------------------------------------------------------------------------
-
-
-def chunk_id(source: str, version: str, index: int, tenant: str = DEFAULT_TENANT) -> str:
-    """Stable: an unchanged file chunked the same way gets the same ids. Another tenant's
-    copy of the same file gets ids of its own (the default tenant keeps the ids it had
-    before tenants existed)."""
-    owner = "" if tenant == DEFAULT_TENANT else tenant + "\n"
-    key = sha256_hex(owner + source + "\n" + version)[:24]
-    return f"{key}-{index:05d}"
-
-
 def _batched(items: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), n):
         yield items[start : start + n]
-
-
-@contextlib.contextmanager
-def _home_lock(ctx: Context) -> Iterator[None]:
-    """One writer per store: two on an embedded store stall on SQLite locks for minutes,
-    and two on a server both embed everything. (A server's lock lives in this CRAG_HOME,
-    so it holds between ingests from this machine and home.)"""
-    check_home(ctx)
-    name = "ingest.lock"
-    where: str | Path = ctx.store.home
-    if ctx.store.chroma_url:
-        name = f"ingest-{sha256_hex(ctx.store.chroma_url)[:12]}.lock"
-        where = ctx.store.chroma_url
-    with contextlib.ExitStack() as stack:
-        try:
-            ctx.store.home.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(exclusive(ctx.store.home / name, wait=False))
-        except LockBusy as busy:
-            raise IngestError(
-                f"another `crag ingest` (pid {busy.holder}) is writing to {where}; "
-                "wait for it to finish"
-            ) from busy
-        except OSError as exc:  # a read-only or full disk, a file in the way
-            raise store_error(exc, str(ctx.store.home)) or StoreError(
-                f"{ctx.store.home}: {exc}"
-            ) from exc
-        yield
 
 
 class _Fatal(Exception):
@@ -201,7 +151,7 @@ class Ingestor:
         if self.ctx.store.chroma_url:
             open_client(self.ctx)  # a server that does not answer: before HOME is touched
         try:
-            with _home_lock(self.ctx):
+            with home_lock(self.ctx):
                 if self._untouched(found):
                     return summary
                 self._client = client = self._open()
@@ -252,19 +202,9 @@ class Ingestor:
         (`crag.ingest.stored`): reported so without opening Chroma."""
         if self.rebuild or self.prune or self.ctx.store.chroma_url or found.errors:
             return False
-        left = trusted_manifest(self.ctx, self.collection_name)
-        if left is None:
+        chunks = unchanged(self.ctx, self.collection_name, found, self.chunker)
+        if chunks is None:
             return False
-        chunks = {}
-        for file in found.files:  # the first changed file ends the check
-            source = found.source(file)
-            try:
-                version = file_version(sha256_hex(read_bytes(file)), self.chunker)
-            except LoadError:
-                return False
-            if left.get(source, ("", 0))[0] != version:
-                return False
-            chunks[source] = left[source][1]
         self._emit(
             "start", root=str(found.root), collection=self.collection_name, files=len(chunks)
         )
@@ -365,7 +305,7 @@ class Ingestor:
             "file_hash": file_hash,
             "version": version,
             "chunks": len(chunks),
-            **_provenance(doc, file, source),
+            **provenance(doc, file, source),
         }
         written: list[str] = []
         try:
@@ -377,7 +317,7 @@ class Ingestor:
                     [cid for cid, _ in batch],
                     vectors,
                     [c.text for _, c in batch],
-                    [_metadata(base_meta, c) for _, c in batch],
+                    [chunk_metadata(base_meta, c) for _, c in batch],
                 )
                 written.extend(cid for cid, _ in batch)
                 report.embedded += embedded
@@ -389,7 +329,7 @@ class Ingestor:
             # Put the file back as it was: its older version, if any, is still complete.
             with contextlib.suppress(Exception):
                 self._delete(collection, written)
-            raise _Fatal(f"{source}: {_describe(exc)}") from exc
+            raise _Fatal(f"{source}: {describe_error(exc)}") from exc
 
         keep = set(ids)
         old = sorted(i for i in stored.ids if i not in keep)
@@ -428,38 +368,6 @@ class Ingestor:
         self.summary.pruned = gone
         if gone:
             self._emit("pruned", sources=gone, chunks=self.summary.chunks_pruned)
-
-
-def _provenance(doc: LoadedDocument, file: Path, source: str) -> dict[str, str]:
-    """When the document was written and what kind of source it is, for the confidence
-    signals. The file's modification time dates it only when nothing else does."""
-    meta: dict[str, str] = {}
-    when, dated_by = doc.date, doc.dated_by
-    if when is None:
-        with contextlib.suppress(OSError, ValueError, OverflowError):
-            when, dated_by = date.fromtimestamp(file.stat().st_mtime), "file"
-    if when is not None:
-        meta["date"], meta["dated_by"] = when.isoformat(), dated_by
-    if kind := detect_kind(source, doc.url):
-        meta["source_kind"] = kind  # "kind" is the file's type (pdf, markdown, text)
-    return meta
-
-
-def _metadata(base: dict[str, Any], chunk: Chunk) -> dict[str, Any]:
-    meta = dict(base)
-    meta["chunk"] = chunk.index
-    meta["content_hash"] = sha256_hex(chunk.text)
-    if chunk.page is not None:
-        meta["page"] = chunk.page
-        meta["page_number"] = chunk.page_number
-    return meta
-
-
-def _describe(exc: BaseException) -> str:
-    msg = " ".join(str(exc).split())
-    if isinstance(exc, CragError) and msg:  # its message names the cause and the fix
-        return msg
-    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
 def ingest_path(

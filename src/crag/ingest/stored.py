@@ -1,4 +1,5 @@
-"""What a collection holds of each file, per tenant: read from the store (`scan`: every
+"""What a collection holds of each file, per tenant (each chunk stored under a stable id,
+with its file's provenance and its place in the file): read from the store (`scan`: every
 chunk's source and version, exact), or from what the last complete ingest left beside
 the store (`chroma.ingested.json`: each file's version and chunk count).
 
@@ -11,17 +12,22 @@ whole way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crag.context import Context
-from crag.ingest.loaders import sha256_hex
+from crag.context import DEFAULT_TENANT, Context
+from crag.ingest.chunking import Chunk
+from crag.ingest.discovery import Discovery
+from crag.ingest.loaders import LoadedDocument, LoadError, read_bytes, sha256_hex
 from crag.retrieval.clients import TENANT_KEY
 from crag.retrieval.integrity import intact_seal
 from crag.retrieval.library import iter_records
+from crag.source_kind import detect_kind
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
@@ -130,3 +136,59 @@ def write_manifest(ctx: Context, collection: str, files: dict[str, tuple[str, in
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)  # only speed is lost: the next run reads the store
+
+
+def chunk_id(source: str, version: str, index: int, tenant: str = DEFAULT_TENANT) -> str:
+    """Stable: an unchanged file chunked the same way gets the same ids. Another tenant's
+    copy of the same file gets ids of its own (the default tenant keeps the ids it had
+    before tenants existed)."""
+    owner = "" if tenant == DEFAULT_TENANT else tenant + "\n"
+    key = sha256_hex(owner + source + "\n" + version)[:24]
+    return f"{key}-{index:05d}"
+
+
+def provenance(doc: LoadedDocument, file: Path, source: str) -> dict[str, str]:
+    """When the document was written and what kind of source it is, for the confidence
+    signals. The file's modification time dates it only when nothing else does."""
+    meta: dict[str, str] = {}
+    when, dated_by = doc.date, doc.dated_by
+    if when is None:
+        with contextlib.suppress(OSError, ValueError, OverflowError):
+            when, dated_by = date.fromtimestamp(file.stat().st_mtime), "file"
+    if when is not None:
+        meta["date"], meta["dated_by"] = when.isoformat(), dated_by
+    if kind := detect_kind(source, doc.url):
+        meta["source_kind"] = kind  # "kind" is the file's type (pdf, markdown, text)
+    return meta
+
+
+def chunk_metadata(base: dict[str, Any], chunk: Chunk) -> dict[str, Any]:
+    """A chunk's metadata: its file's, with where in the file it stands."""
+    meta = dict(base)
+    meta["chunk"] = chunk.index
+    meta["content_hash"] = sha256_hex(chunk.text)
+    if chunk.page is not None:
+        meta["page"] = chunk.page
+        meta["page_number"] = chunk.page_number
+    return meta
+
+
+def unchanged(
+    ctx: Context, collection_name: str, found: Discovery, chunker: str
+) -> dict[str, int] | None:
+    """Each found file's chunk count, if every one is the version the last complete
+    ingest left (`trusted_manifest`); None at the first file that is not."""
+    left = trusted_manifest(ctx, collection_name)
+    if left is None:
+        return None
+    chunks = {}
+    for file in found.files:
+        source = found.source(file)
+        try:
+            version = file_version(sha256_hex(read_bytes(file)), chunker)
+        except LoadError:
+            return None
+        if left.get(source, ("", 0))[0] != version:
+            return None
+        chunks[source] = left[source][1]
+    return chunks

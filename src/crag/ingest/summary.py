@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from crag.context import DEFAULT_TENANT
+from crag.errors import CragError
 
 Status = Literal["indexed", "updated", "resumed", "unchanged", "failed"]
 
@@ -99,3 +100,12 @@ class IngestSummary:
             "exit_code": self.exit_code,
             "files": [asdict(f) for f in self.files],
         }
+
+
+def describe_error(exc: BaseException) -> str:
+    """An error as a file's report gives it: crag's own message, or the exception's type
+    and message."""
+    msg = " ".join(str(exc).split())
+    if isinstance(exc, CragError) and msg:  # its message names the cause and the fix
+        return msg
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__

@@ -24,7 +24,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,19 +34,21 @@ from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     BaseMessage,
-    ChatMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
 )
 from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
-from langchain_core.utils.function_calling import convert_to_json_schema
 from pydantic import BaseModel, ConfigDict, Field
 
 from crag.errors import ProviderError
 from crag.models import cpu_count
+from crag.models.openai_format import (
+    PASSTHROUGH,
+    content_text,
+    normalize_response_format,
+    openai_logprobs,
+    to_openai_messages,
+)
 from crag.models.slots import ARRIVALS, Slots
 
 DEFAULT_N_CTX = 4096
@@ -105,92 +107,6 @@ def _load_engine(path: str, n_ctx: int, threads: int, slots: int = 1) -> _Engine
         engine = _Engine(server, Slots(slots), time.monotonic() - t0)
         _ENGINES[key] = engine
         return engine
-
-
-def _content_text(content: str | list[Any]) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
-def to_openai_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """LangChain messages as OpenAI chat messages (text only)."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        text = _content_text(m.content)
-        if isinstance(m, SystemMessage):
-            out.append({"role": "system", "content": text})
-        elif isinstance(m, HumanMessage):
-            out.append({"role": "user", "content": text})
-        elif isinstance(m, AIMessage):
-            out.append({"role": "assistant", "content": text})
-        elif isinstance(m, ToolMessage):
-            out.append({"role": "tool", "content": text, "tool_call_id": m.tool_call_id})
-        elif isinstance(m, ChatMessage):
-            out.append({"role": m.role, "content": text})
-        else:
-            raise ValueError(f"unsupported message type for llama.cpp: {type(m).__name__}")
-    return out
-
-
-def _schema_of(schema: Any) -> dict[str, Any]:
-    if isinstance(schema, type) and issubclass(schema, BaseModel):
-        return schema.model_json_schema()
-    if isinstance(schema, dict) and ("properties" in schema or "type" in schema):
-        return schema
-    return convert_to_json_schema(schema)
-
-
-def normalize_response_format(fmt: Any) -> dict[str, Any]:
-    """Accept OpenAI `response_format` dicts, a bare JSON schema, or a Pydantic class."""
-    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema", "text"):
-        return fmt
-    schema = _schema_of(fmt)
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": str(schema.get("title", "output")), "schema": schema},
-    }
-
-
-def _openai_logprobs(raw: dict[str, Any] | None) -> dict[str, Any] | None:
-    """llama.cpp's logprobs in exactly ChatOpenAI's shape (drops llama.cpp's token ids)."""
-    if not raw:
-        return None
-
-    def entry(t: dict[str, Any]) -> dict[str, Any]:
-        return {"token": t.get("token", ""), "bytes": t.get("bytes"), "logprob": t["logprob"]}
-
-    content = [
-        {**entry(t), "top_logprobs": [entry(x) for x in t.get("top_logprobs", [])]}
-        for t in raw.get("content") or []
-    ]
-    return {"content": content, "refusal": None}
-
-
-# Per-call options passed through to llama.cpp's OpenAI-style endpoint.
-_PASSTHROUGH = {
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "seed",
-    "logprobs",
-    "top_logprobs",
-    "n_probs",
-    "grammar",
-    "json_schema",
-    "presence_penalty",
-    "frequency_penalty",
-    "repeat_penalty",
-    "logit_bias",
-    "cache_prompt",
-}
 
 
 class LlamaCppChatModel(BaseChatModel):
@@ -252,7 +168,7 @@ class LlamaCppChatModel(BaseChatModel):
         if (fmt := kwargs.pop("response_format", None)) is not None:
             req["response_format"] = normalize_response_format(fmt)
         for key, value in kwargs.items():
-            if key in _PASSTHROUGH and value is not None:
+            if key in PASSTHROUGH and value is not None:
                 req[key] = value
         if req.get("top_logprobs") and not req.get("logprobs"):
             req["logprobs"] = True
@@ -308,13 +224,13 @@ class LlamaCppChatModel(BaseChatModel):
     ) -> ChatResult:
         res = self._call_server(self._request(messages, stop, dict(kwargs)))
         choice = res["choices"][0]
-        text = _content_text(choice["message"].get("content") or "")
+        text = content_text(choice["message"].get("content") or "")
         usage = res.get("usage") or {}
         info: dict[str, Any] = {
             "finish_reason": choice.get("finish_reason"),
             "model_name": os.path.basename(self.model_path),
         }
-        if (logprobs := _openai_logprobs(choice.get("logprobs"))) is not None:
+        if (logprobs := openai_logprobs(choice.get("logprobs"))) is not None:
             info["logprobs"] = logprobs
         if timings := res.get("timings"):
             info["timings"] = timings
@@ -377,7 +293,7 @@ class LlamaCppChatModel(BaseChatModel):
             msg = err.get("message", err) if isinstance(err, dict) else err
             raise LlamaCppError(f"llama.cpp: {msg}")
         choice = (raw.get("choices") or [{}])[0]
-        text = _content_text((choice.get("delta") or {}).get("content") or "")
+        text = content_text((choice.get("delta") or {}).get("content") or "")
         finish = choice.get("finish_reason")
         if not text and not finish:
             return None

@@ -1,5 +1,6 @@
-"""The library in Chroma: similarity search, paged reading and writing, tenants, and
-store hits turned into citable passages (clients and collections: `clients`).
+"""The library in Chroma: similarity search, paged reading and writing, and store hits
+turned into citable passages (clients and collections: `clients`; whose chunks are
+whose, and each tenant's library version: `tenancy`).
 
 A query embedded by a different model than the collection was built with is refused
 instead of returning noise.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crag.context import DEFAULT_TENANT, Context
@@ -34,6 +35,7 @@ from crag.retrieval.clients import (
 )
 from crag.retrieval.store_errors import guard, rebuild_hint
 from crag.retrieval.strip_vectors import STRIPS_KEY, remember_strips
+from crag.retrieval.tenancy import belongs, tenant_where, version_key
 
 if TYPE_CHECKING:
     from crag.models.remembering import Remembering
@@ -269,71 +271,6 @@ def vectors_by(
     return known
 
 
-def _version_key(tenant: str) -> str:
-    return f"{VERSION_KEY}:{tenant}"
-
-
-def mark_changed(collection: Collection, tenant: str) -> None:
-    """Give the tenant's part of the collection a new version: what was derived from its
-    text (the coverage index, cached answers) is stale. The collection's own version
-    changes too."""
-    version = uuid.uuid4().hex
-    metadata = {**(collection.metadata or {}), VERSION_KEY: version, _version_key(tenant): version}
-    modify_metadata(collection, metadata)
-
-
-def library_version(ctx: Context, collection_name: str) -> str:
-    """Changes whenever the tenant's chunks in the collection do (for the default tenant
-    of a collection written before tenants, the collection's version, or its chunk count
-    before versions were kept)."""
-    collection = get_collection(open_client(ctx), collection_name)
-    metadata = collection.metadata or {}
-    version = metadata.get(_version_key(ctx.store.tenant))
-    if version:
-        return str(version)
-    if ctx.store.tenant != DEFAULT_TENANT or not _untagged(collection):
-        return "empty"  # the tenant never ingested into this collection
-    if metadata.get(VERSION_KEY):
-        return str(metadata[VERSION_KEY])
-    with guard(collection, collection_name):
-        return f"count:{collection.count()}"
-
-
-# --- tenants ---------------------------------------------------------------------------------
-
-
-def _untagged(collection: Collection) -> bool:
-    """A collection written before tenants existed: its chunks name no tenant."""
-    return not (collection.metadata or {}).get(TENANTS_KEY)
-
-
-def tenants_of(collection: Collection) -> set[str]:
-    """The tenants that ever wrote to the collection (each records a version before its
-    first chunk is written)."""
-    prefix = _version_key("")
-    return {k[len(prefix) :] for k in collection.metadata or {} if k.startswith(prefix)}
-
-
-def tenant_where(collection: Collection, tenant: str) -> dict[str, Any] | None:
-    """The filter that keeps `tenant`'s chunks in queries, or None where it would keep
-    every chunk: for the default tenant of a collection written before tenants, and for
-    the only tenant that ever wrote to the collection (a filter that matches every chunk
-    makes a query 10-20 times slower). `belongs` checks every hit either way."""
-    if _untagged(collection):
-        return None if tenant == DEFAULT_TENANT else {TENANT_KEY: tenant}
-    if tenants_of(collection) == {tenant}:
-        return None
-    return {TENANT_KEY: tenant}
-
-
-def belongs(metadata: Mapping[str, Any] | None, collection: Collection, tenant: str) -> bool:
-    """Whether a chunk with this metadata is `tenant`'s."""
-    owner = (metadata or {}).get(TENANT_KEY)
-    if owner is None:  # only in a collection written before tenants: the default's
-        return tenant == DEFAULT_TENANT and _untagged(collection)
-    return owner == tenant
-
-
 def _both(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
     if a and b:
         return {"$and": [a, b]}
@@ -364,8 +301,8 @@ def adopt_untagged(collection: Collection) -> int:
         with guard(collection, collection.name):
             collection.update(ids=ids, metadatas=[{TENANT_KEY: DEFAULT_TENANT}] * len(ids))
     marks: dict[str, Any] = {TENANTS_KEY: True}
-    if untagged and not metadata.get(_version_key(DEFAULT_TENANT)):  # see `tenants_of`
-        marks[_version_key(DEFAULT_TENANT)] = metadata.get(VERSION_KEY) or uuid.uuid4().hex
+    if untagged and not metadata.get(version_key(DEFAULT_TENANT)):  # see `tenants_of`
+        marks[version_key(DEFAULT_TENANT)] = metadata.get(VERSION_KEY) or uuid.uuid4().hex
     modify_metadata(collection, {**metadata, **marks})
     return len(untagged)
 

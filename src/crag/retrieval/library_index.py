@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from crag.context import Context
-from crag.retrieval.library import library_version, sourced_texts
+from crag.retrieval.library import sourced_texts
+from crag.retrieval.tenancy import library_version
 from crag.text import (
     folded_words,
     named_pattern,
