@@ -40,8 +40,7 @@ from langchain_core.embeddings import Embeddings
 from crag.context import KNOBS, Context
 from crag.errors import CragError
 from crag.grading.constraints import constraints
-from crag.grading.registry import reads_trained
-from crag.grading.trained import model_path
+from crag.grading.registry import reads_trained, trained_path
 from crag.models.embeddings import embeddings_for
 from crag.retrieval.tenancy import library_version
 from crag.text import content_words, normalize, stem
@@ -142,7 +141,7 @@ def scope(ctx: Context) -> str:
     knobs: dict[str, Any] = {name: ctx.get(name) for name in ANSWER_KNOBS}
     if reads_trained(ctx):
         try:
-            knobs["trained"] = model_path(ctx).stat().st_mtime_ns
+            knobs["trained"] = trained_path(ctx).stat().st_mtime_ns
         except OSError:
             knobs["trained"] = None
     return hashlib.sha256(json.dumps(knobs, sort_keys=True, default=str).encode()).hexdigest()

@@ -58,11 +58,11 @@ class Grading:
         "auto",
         "`auto` (`offline`; with a chat model on a server, openai:<model>, as judge_model or "
         "chat_model: `cascade`), `offline` (the trained grader if `crag train-grader` saved "
-        "one, else embedding similarity), `similarity`, `features` (the feature evaluator), "
-        "`cascade` (offline, then the LLM judge for the uncertain band), `mean` (offline and "
-        "the LLM judge averaged on every document), `judge`, `trained`, `reader` (the "
-        "cross-encoder `crag train-reader` saves; see reader_file), or "
-        "`cross-encoder:<model>` (a hub cross-encoder or reranker; needs crag[hub]).",
+        "one, else embedding similarity), `similarity`, `cascade` (offline, then the LLM "
+        "judge for the uncertain band), `judge`, `cross-encoder:<model>` (a hub "
+        "cross-encoder or reranker; needs crag[hub]), or the lab's: `features` (the feature "
+        "evaluator), `trained`, `mean` (offline and the LLM judge averaged on every "
+        "document), `reader` (the cross-encoder `crag train-reader` saves; see reader_file).",
     )
     grader_file: Path | None = knob(
         None,

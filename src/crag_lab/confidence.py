@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from crag.grading.features import LogisticModel
+from crag.grading.logistic import LogisticModel
 from crag.grading.outcome import MODEL_FILE, SIGNALS, signals
 from crag_lab import plots
 from crag_lab.dataset import Question

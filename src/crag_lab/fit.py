@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from crag.grading.features import FEATURES, FeatureGrader, LogisticModel
 from crag_lab.dataset import Pair
+from crag_lab.graders.features import FEATURES, FeatureGrader, FeatureModel
 from crag_lab.metrics import best_accuracy, classify, roc_auc
 from crag_lab.pairs import by_question
 
@@ -78,7 +78,7 @@ def cross_validate(data: Featurized, k: int = 5, seed: int = 0) -> dict[str, Any
     fold_auc = []
     for test in group_folds(data.groups, k, seed):
         train = np.setdiff1d(np.arange(len(data.y)), test)
-        model = LogisticModel.fit(data.x[train], data.y[train])
+        model = FeatureModel.fit(data.x[train], data.y[train])
         cut = best_accuracy(model.predict(data.x[train]).tolist(), data.y[train] > 0.5)
         oof[test] = model.predict(data.x[test])
         correct += int(((oof[test] >= cut["threshold"]) == data.y[test].astype(bool)).sum())
@@ -96,21 +96,21 @@ def cross_validate(data: Featurized, k: int = 5, seed: int = 0) -> dict[str, Any
     }
 
 
-def train(data: Featurized, drop: Collection[str] = ()) -> LogisticModel:
+def train(data: Featurized, drop: Collection[str] = ()) -> FeatureModel:
     """The logistic model on these pairs; features in `drop` are left out of the fit
     (weight 0), as if the grader had never had them (an ablation)."""
     unknown = set(drop) - set(FEATURES)
     if unknown:
         raise ValueError(f"unknown features {sorted(unknown)}; crag's are {', '.join(FEATURES)}")
     keep = [i for i, name in enumerate(FEATURES) if name not in drop]
-    fitted = LogisticModel.fit(data.x[:, keep], data.y)
+    fitted = FeatureModel.fit(data.x[:, keep], data.y)
     weights = [0.0] * len(FEATURES)
     for i, w in zip(keep, fitted.weights, strict=True):
         weights[i] = w
-    return LogisticModel(weights=weights, bias=fitted.bias)
+    return FeatureModel(weights=weights, bias=fitted.bias)
 
 
-def evaluate(model: LogisticModel, data: Featurized) -> dict[str, Any]:
+def evaluate(model: FeatureModel, data: Featurized) -> dict[str, Any]:
     scores = model.predict(data.x).tolist()
     labels = (data.y > 0.5).tolist()
     return {

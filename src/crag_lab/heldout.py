@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from crag.context import Context
-from crag.grading.features import FeatureGrader
-from crag.grading.trained import save_trained_grader
 from crag.models.embeddings import embeddings_for
 from crag_lab import fit
 from crag_lab.dataset import load_pairs, load_questions, stratified
 from crag_lab.evaluate import Evaluation, evaluate
+from crag_lab.graders.features import FeatureGrader
+from crag_lab.graders.trained import save_trained_grader
 from crag_lab.libraries import Library
 from crag_lab.protocol import pair_sources
 from crag_lab.runner import base_system, system_context

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from crag.grading.features import LogisticModel
 from crag.grading.verdict import decide
 from crag.state import Grades
 from crag_lab.dataset import Pair, Question
+from crag_lab.graders.features import FeatureModel
 from crag_lab.metrics import calibration, roc_auc
 from crag_lab.tuning import grid, sweep
 
@@ -84,7 +84,7 @@ def loso_auc(
         test = src == source
         if test.all() or len(set(y[test])) < 2:
             continue
-        model = LogisticModel.fit(x[~test], y[~test])
+        model = FeatureModel.fit(x[~test], y[~test])
         held[test] = model.predict(x[test])
         rows[source] = {
             "n": int(test.sum()),

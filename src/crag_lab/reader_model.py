@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from crag.errors import ProviderError
-from crag.models.reader import MAX_LENGTH, pair_tokenizer
+from crag_lab.graders.reader_onnx import MAX_LENGTH, pair_tokenizer
 from crag_lab.reader_data import Pair
 
 HIDDEN, HEADS, LAYERS, FFN, VOCAB, POSITIONS = 384, 12, 6, 1536, 30522, 512

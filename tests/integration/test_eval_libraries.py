@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crag.cli.main import main
-from crag.grading.features import LogisticModel
+from crag.grading.logistic import LogisticModel
 from crag.grading.outcome import SIGNALS
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"

@@ -23,9 +23,10 @@ from crag.errors import IngestError
 from crag.ingest import indexer, loaders
 from crag.ingest.chunking import chunk_pages
 from crag.ingest.discovery import discover
-from crag.ingest.indexer import chunk_id, ingest_path
+from crag.ingest.indexer import ingest_path
 from crag.ingest.loaders import load_document
 from crag.ingest.progress import Progress, format_summary
+from crag.ingest.stored import chunk_id
 from crag.retrieval.clients import get_collection, open_client
 from crag.retrieval.strip_vectors import STRIPS_KEY
 
@@ -216,14 +217,14 @@ def test_cli_json_summary(
 
 def test_a_second_writer_to_one_chroma_server_is_refused(tmp_path: Path) -> None:
     """The lock is taken before the server is reached, so no server is needed here."""
-    from crag.ingest.indexer import _home_lock
+    from crag.ingest.lock import home_lock
 
     server = Context(home=tmp_path, chroma_url="http://127.0.0.1:9")
-    with _home_lock(server):
+    with home_lock(server):
         busy = pytest.raises(IngestError, match=r"is writing to http://127\.0\.0\.1:9")
-        with busy, _home_lock(server):
+        with busy, home_lock(server):
             pass
-        with _home_lock(server.with_overrides(chroma_url="http://127.0.0.1:10")):
+        with home_lock(server.with_overrides(chroma_url="http://127.0.0.1:10")):
             pass  # another server: another lock
 
 

@@ -15,8 +15,8 @@ from requires import require_module
 from crag.context import Context
 from crag.errors import ProviderError
 from crag.grading.registry import make_grader
-from crag.models.reader import ReaderModel
 from crag_lab.construct import Candidate, append_rows, build_row
+from crag_lab.graders.reader_onnx import ReaderModel
 from crag_lab.reader_data import Pair
 
 TRAIN = "make test (pip install torch==2.13.0 onnx)"

@@ -16,11 +16,12 @@ from langchain_core.runnables import RunnableLambda
 from crag.cli.main import main
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.grading.features import FEATURES, FeatureGrader, LogisticModel
 from crag.grading.registry import make_grader
-from crag.grading.trained import model_path, save_trained_grader
+from crag.grading.registry import trained_path as model_path
 from crag_lab.dataset import Pair, load_pairs
 from crag_lab.fit import cross_validate, featurize, group_folds
+from crag_lab.graders.features import FEATURES, FeatureGrader, FeatureModel
+from crag_lab.graders.trained import save_trained_grader
 from crag_lab.pairs import generate_pairs
 
 
@@ -38,11 +39,11 @@ def test_logistic_model_learns_a_separable_rule() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 5))
     y = (x[:, 2] > 0).astype(float)
-    model = LogisticModel.fit(x, y)
+    model = FeatureModel.fit(x, y)
     assert ((model.predict(x) >= 0.5) == (y > 0.5)).mean() > 0.95
     assert model.weights[2] == max(model.weights)
     with pytest.raises(ValueError):
-        LogisticModel.from_dict({"features": ["other"], "weights": [1.0], "bias": 0.0})
+        FeatureModel.from_dict({"features": ["other"], "weights": [1.0], "bias": 0.0})
 
 
 def test_folds_never_split_a_question() -> None:
@@ -170,10 +171,10 @@ def test_cross_validation_holds_out_each_source(
 def test_a_corrupt_trained_grader_falls_back_cleanly(tmp_path: Path) -> None:
     ctx = Context(home=tmp_path)
     assert make_grader(ctx, library=True).name == "similarity"  # nothing trained yet
-    save_trained_grader(ctx, LogisticModel([1.0] * len(FEATURES), 0.0).to_dict(), {})
+    save_trained_grader(ctx, FeatureModel([1.0] * len(FEATURES), 0.0).to_dict(), {})
     assert make_grader(ctx, library=True).name == "trained"
     # a model saved over another feature set (an older crag) is not used
-    older = {**LogisticModel([1.0] * len(FEATURES), 0.0).to_dict(), "features": ["cos"]}
+    older = {**FeatureModel([1.0] * len(FEATURES), 0.0).to_dict(), "features": ["cos"]}
     save_trained_grader(ctx, older, {})
     assert make_grader(ctx, library=True).name == "similarity"
     with pytest.raises(ProviderError, match="retrain it with `crag train-grader`"):

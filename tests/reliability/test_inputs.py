@@ -32,10 +32,10 @@ from test_faults import (
 
 from crag.api import ask
 from crag.context import Context
-from crag.grading.features import FEATURES
 from crag.graph import graph
 from crag.ingest import indexer, loaders
 from crag.ingest.indexer import ingest_path
+from crag_lab.graders.features import FEATURES
 
 
 @pytest.fixture(scope="module")

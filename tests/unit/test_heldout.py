@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from crag.grading.features import FEATURES
 from crag_lab import fit
 from crag_lab.dataset import Question
+from crag_lab.graders.features import FEATURES
 from crag_lab.heldout import held_out_splits
 from crag_lab.libraries import parse, parse_all
 from crag_lab.metrics import declines_by_reason, system_metrics

@@ -74,7 +74,7 @@ def test_on_topic_auc_compares_within_a_question_only() -> None:
 def test_platt_recovers_the_curve_that_drew_the_labels(scale: float, shift: float) -> None:
     import numpy as np
 
-    from crag.models.reader import platt
+    from crag_lab.graders.reader_onnx import platt
 
     rng = np.random.default_rng(0)
     x = rng.normal(0, 2, 20000)

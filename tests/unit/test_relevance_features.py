@@ -8,15 +8,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from crag.grading.base import QuestionSimilarity
-from crag.grading.features import (
+from crag.grading.question_form import question_type
+from crag.models.embeddings import make_embeddings
+from crag.text import clauses, split_date_stamps
+from crag_lab.graders.features import (
     DEFAULT_MODEL,
     FEATURES,
     TOPICAL_NAME_COS,
     extract_features,
 )
-from crag.grading.question_form import question_type
-from crag.models.embeddings import make_embeddings
-from crag.text import clauses, split_date_stamps
 
 COL = {name: i for i, name in enumerate(FEATURES)}
 

@@ -1,5 +1,4 @@
-"""The offline grader and the LLM judge together: the judge for the uncertain band only
-(`CascadeGrader`), or for every passage, the two scores averaged (`MeanGrader`)."""
+"""The offline grader and the LLM judge together: the judge for the uncertain band only."""
 
 from __future__ import annotations
 
@@ -34,25 +33,3 @@ class CascadeGrader:
             for i, score in zip(band, judged, strict=True):
                 scores[i] = score
         return scores
-
-
-class MeanGrader:
-    """The offline grader's score and the LLM judge's P(yes), averaged on every passage.
-
-    Each reads what the other misses: the judge whether a passage states the answer, not
-    only its topic; cosine how close a passage of the library's own vocabulary is. It
-    costs a judge call for every passage (docs/evaluation.md has both measured).
-    """
-
-    name = "mean"
-
-    def __init__(self, first: RelevanceGrader, judge: RelevanceGrader, weight: float) -> None:
-        self.first = first
-        self.judge = judge
-        self.weight = weight
-
-    async def ascore(self, question: str, passages: Sequence[str]) -> list[float]:
-        first = await self.first.ascore(question, passages)
-        judged = await self.judge.ascore(question, passages)
-        w = self.weight
-        return [(1 - w) * a + w * b for a, b in zip(first, judged, strict=True)]

@@ -17,7 +17,7 @@ from importlib import resources
 
 import numpy as np
 
-from crag.grading.features import LogisticModel
+from crag.grading.logistic import LogisticModel
 
 #: What the model reads, in order: an answer's signals, then a decline's. The grades
 #: and the composite are left out: how high a library's passages score differs from

@@ -3,11 +3,15 @@ which grader scores this question's documents, and which scores its strips.
 
 Adding a grader is one module and one `GRADERS.register` entry below. Each factory
 imports its grader when called: naming the graders (help, checks) loads none of them.
+The lab's graders (`features`, `trained`, `mean`, `reader`) plug in through the
+`crag.graders` entry point (`crag_lab.graders`), loaded only when a run names one.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crag.context import Context
@@ -24,10 +28,19 @@ if TYPE_CHECKING:
 #: (context, embeddings, library): `library` is true when the passages are the user's
 #: library's chunks, false for search results (independent pages that repeat a fact).
 Factory = Callable[[Context, "Embeddings", bool], "RelevanceGrader"]
-GRADERS: Registry[Factory] = Registry("grader")
+GRADERS: Registry[Factory] = Registry("grader", plugins="crag.graders")
 #: The graders named with a model after a colon.
 WITH_MODEL = ("cross-encoder",)
 FORMS = "a grader's name, or cross-encoder:<hub model or path>"
+#: The grader `crag train-grader` saves, in the tenant's grader folder.
+TRAINED_FILE = "grader.json"
+
+log = logging.getLogger(__name__)
+
+
+def trained_path(ctx: Context) -> Path:
+    """Where the run's trained grader is saved (`grader_file`, or the tenant's)."""
+    return ctx.grading.grader_file or ctx.store.grader_dir / TRAINED_FILE
 
 
 @GRADERS.register(
@@ -38,35 +51,21 @@ FORMS = "a grader's name, or cross-encoder:<hub model or path>"
 def _auto(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     if _server_judge(ctx):
         return _cascade(ctx, embeddings, library)
-    return _offline(ctx, embeddings, library)
+    return offline_grader(ctx, embeddings, library)
 
 
 @GRADERS.register(
     "offline", "the trained grader if `crag train-grader` saved one, else embedding similarity"
 )
-def _offline(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    from crag.grading.trained import load_trained_grader
-
+def offline_grader(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     # Held out by library, plain similarity decides better than the feature grader with
     # weights fitted on another library (docs/evaluation.md): it has nothing to fit.
-    trained = load_trained_grader(ctx, embeddings, library=library)
-    return trained or _similarity(ctx, embeddings, library)
-
-
-@GRADERS.register("features", "crag's built-in feature evaluator, no LLM")
-def _features(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    from crag.grading.features import FeatureGrader
-
-    return FeatureGrader(embeddings, library=library)
-
-
-@GRADERS.register("trained", "the evaluator saved by `crag train-grader` (required)")
-def _trained(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    from crag.grading.trained import load_trained_grader
-
-    grader = load_trained_grader(ctx, embeddings, required=True, library=library)
-    assert grader is not None  # required=True raises instead
-    return grader
+    if trained_path(ctx).exists() and "trained" in GRADERS:
+        try:
+            return GRADERS["trained"](ctx, embeddings, library)
+        except ProviderError as exc:
+            log.warning("ignoring unusable trained grader %s", exc)
+    return _similarity(ctx, embeddings, library)
 
 
 @GRADERS.register("similarity", "embedding similarity alone")
@@ -74,13 +73,6 @@ def _similarity(ctx: Context, embeddings: Embeddings, library: bool) -> Relevanc
     from crag.grading.similarity import SimilarityGrader
 
     return SimilarityGrader(embeddings, ctx.grading.strip_weight, ctx.refinement.strip_sentences)
-
-
-@GRADERS.register("reader", "the reader: a cross-encoder trained by `crag train-reader`, no LLM")
-def _reader(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    from crag.grading.reader import make_reader_grader
-
-    return make_reader_grader(ctx)
 
 
 @GRADERS.register(
@@ -96,7 +88,7 @@ def _cross_encoder(ctx: Context, embeddings: Embeddings, library: bool) -> Relev
 
 
 @GRADERS.register("judge", "the LLM judge (judge_model) on every document")
-def _judge(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
+def judge_grader(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     from crag.grading.judge import JudgeGrader
 
     spec = ctx.models.judge_model or ctx.models.chat_model
@@ -113,18 +105,9 @@ def _judge(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrad
 def _cascade(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     from crag.grading.cascade import CascadeGrader
 
-    judge = _judge(ctx, embeddings, library)
-    first = _offline(ctx, embeddings, library)
+    judge = judge_grader(ctx, embeddings, library)
+    first = offline_grader(ctx, embeddings, library)
     return CascadeGrader(first, judge, ctx.grading.cascade_low, ctx.grading.cascade_high)
-
-
-@GRADERS.register("mean", "offline and the LLM judge, averaged on every document")
-def _mean(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    from crag.grading.cascade import MeanGrader
-
-    judge = _judge(ctx, embeddings, library)
-    first = _offline(ctx, embeddings, library)
-    return MeanGrader(first, judge, ctx.grading.judge_weight)
 
 
 def _server_judge(ctx: Context) -> bool:

@@ -30,7 +30,7 @@ from crag.models import cpu_count, cpu_session
 MAX_LENGTH = 256
 DIM = 384
 
-_TOKENIZER_PATH = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
+TOKENIZER_PATH = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
 _VERIFIED: set[tuple[str, str]] = set()
 _VERIFIED_LOCK = threading.Lock()
 
@@ -75,7 +75,7 @@ class MiniLMEmbeddings(Embeddings):
         self.max_length = max_length
         self._model_path = model_path
         self._model_sha256 = model_sha256
-        self._tokenizer_path = tokenizer_path or _TOKENIZER_PATH
+        self._tokenizer_path = tokenizer_path or TOKENIZER_PATH
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None

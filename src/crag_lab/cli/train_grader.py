@@ -114,10 +114,10 @@ def _line(name: str, auc: float | None, acc: float | None, rate: float | None) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from crag.grading.features import FEATURES, FeatureGrader
-    from crag.grading.trained import save_trained_grader
     from crag.models.embeddings import embeddings_for
     from crag_lab import fit
+    from crag_lab.graders.features import FEATURES, FeatureGrader
+    from crag_lab.graders.trained import save_trained_grader
     from crag_lab.metrics import best_accuracy, roc_auc
     from crag_lab.protocol import loso_auc, question_source
 

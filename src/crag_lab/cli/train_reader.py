@@ -230,8 +230,8 @@ def _export(
     out: Path,
     record: dict[str, Any],
 ) -> int:
-    from crag.models.reader import ReaderModel, calibration_path, platt
     from crag_lab import reader_model
+    from crag_lab.graders.reader_onnx import ReaderModel, calibration_path, platt
 
     scale, shift = platt(
         reader_model.logits_of(model, unseen, device).tolist(), [p.label for p in unseen]

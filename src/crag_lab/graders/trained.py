@@ -1,4 +1,5 @@
-"""crag's own trained retrieval evaluator, stored in CRAG_HOME/grader.
+"""The feature evaluator trained on a user's labels (`grader=trained`, the lab's), stored
+in CRAG_HOME/grader.
 
 `crag train-grader` refits the feature evaluator's weights on the user's labels and
 saves them here with their training metadata; `grade` and `refine` then use it.
@@ -16,16 +17,12 @@ from langchain_core.embeddings import Embeddings
 
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.grading.features import FeatureGrader, LogisticModel
+from crag.grading.registry import trained_path as model_path
+from crag_lab.graders.features import FeatureGrader, FeatureModel
 
 log = logging.getLogger(__name__)
 
-MODEL_FILE = "grader.json"
 FORMAT_VERSION = 1
-
-
-def model_path(ctx: Context) -> Path:
-    return ctx.grading.grader_file or ctx.store.grader_dir / MODEL_FILE
 
 
 def save_trained_grader(
@@ -56,7 +53,7 @@ def load_trained_grader(
             raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
         if payload.get("version") != FORMAT_VERSION:
             raise ValueError(f"format version {payload.get('version')!r}")
-        model = LogisticModel.from_dict(payload["model"])
+        model = FeatureModel.from_dict(payload["model"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if required:
             raise ProviderError(f"{path}: unusable trained grader ({exc})") from exc

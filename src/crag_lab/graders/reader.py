@@ -1,8 +1,8 @@
-"""The reader as a grader: one calibrated probability per (question, passage) pair,
-for library chunks, search results and refinement's strips alike.
+"""The reader as a grader (`grader=reader`, the lab's): one calibrated probability per
+(question, passage) pair, for library chunks, search results and refinement's strips.
 
 Where cosine similarity rates a passage on the question's topic like one that states
-the answer, the reader reads the two together (crag.models.reader).
+the answer, the reader reads the two together (`reader_onnx`).
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import functools
 from collections.abc import Sequence
 from pathlib import Path
 
+import crag
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.models.reader import ReaderModel
+from crag_lab.graders.reader_onnx import ReaderModel
 
-#: The reader crag ships, trained by `crag train-reader` on the generated questions.
-PACKAGED = Path(__file__).resolve().parent.parent / "data" / "reader.onnx"
+#: Where a reader crag shipped would lie (it ships none: `docs/evaluation.md`).
+PACKAGED = Path(crag.__file__).resolve().parent / "data" / "reader.onnx"
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,4 +1,5 @@
-"""crag's lightweight retrieval evaluator: a few general signals and a logistic model.
+"""The feature evaluator (`grader=features`, the lab's): a few general signals and a
+logistic model.
 
 Embedding similarity alone rates "same topic" like "answers it" (AUC 0.62 on the
 dev pairs). Two cheap signals separate them far better:
@@ -23,18 +24,17 @@ and the verdict thresholds keep their meaning.
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from crag.dates import YEAR
 from crag.grading.base import QuestionSimilarity
+from crag.grading.logistic import LogisticModel
 from crag.grading.question_form import question_type
 from crag.text import MONTHS, bare_word, clauses, normalize, stem, words
 from crag.text import STOPWORDS as STOP
@@ -176,66 +176,15 @@ def _topical(
 
 
 @dataclass
-class LogisticModel:
-    """score = sigmoid(w · features + b), fit by regularised Newton steps (no sklearn)."""
+class FeatureModel(LogisticModel):
+    """The logistic model over the evaluator's `FEATURES`."""
 
-    weights: list[float]
-    bias: float
     features: tuple[str, ...] = FEATURES
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        if x.size == 0:
-            return np.zeros(0)
-        z = x @ np.asarray(self.weights) + self.bias
-        return 1.0 / (1.0 + np.exp(-z))
-
-    @classmethod
-    def fit(cls, x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 50) -> LogisticModel:
-        xb = np.hstack([x, np.ones((len(x), 1))])
-        w = np.zeros(xb.shape[1])
-        reg = np.eye(xb.shape[1]) * l2
-        reg[-1, -1] = 0.0  # the bias is not shrunk
-        for _ in range(steps):
-            p = 1.0 / (1.0 + np.exp(-(xb @ w)))
-            grad = xb.T @ (p - y) + reg @ w
-            hess = (xb * (p * (1 - p))[:, None]).T @ xb + reg
-            step = np.linalg.solve(hess, grad)
-            w -= step
-            if float(np.abs(step).max()) < 1e-8:
-                break
-        return cls(weights=[float(v) for v in w[:-1]], bias=float(w[-1]))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"features": list(self.features), "weights": self.weights, "bias": self.bias}
-
-    @classmethod
-    def from_dict(
-        cls, data: Any, features: tuple[str, ...] = FEATURES, refit: str = "crag train-grader"
-    ) -> LogisticModel:
-        """A saved model over `features` (in that order); `refit`: the command that
-        makes a new one when they differ."""
-        if not isinstance(data, dict):
-            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-        if tuple(data.get("features", ())) != features:
-            raise ValueError(
-                f"model features {data.get('features')} are not this crag's {list(features)}: "
-                f"retrain it with `{refit}`"
-            )
-        weights = [float(v) for v in data["weights"]]
-        bias = float(data["bias"])
-        if len(weights) != len(features) or not all(math.isfinite(v) for v in [*weights, bias]):
-            raise ValueError("model weights or bias are missing or not finite")
-        model = cls(weights=weights, bias=bias, features=features)
-        # scores must be probabilities on any input the features can give
-        probe = model.predict(np.array([[0.0] * len(features), [1.0] * len(features)]))
-        if not np.all(np.isfinite(probe)) or probe.min() < 0.0 or probe.max() > 1.0:
-            raise ValueError("model gives scores outside [0, 1]")
-        return model
 
 
 # Fitted on the d2l dev library's labelled pairs (news snippets and technical books);
 # `crag train-grader` refits these on a user's own labels.
-DEFAULT_MODEL = LogisticModel(weights=[1.19, 2.26, 5.21, 0.92, -1.37, 2.05, 2.58], bias=-1.52)
+DEFAULT_MODEL = FeatureModel(weights=[1.19, 2.26, 5.21, 0.92, -1.37, 2.05, 2.58], bias=-1.52)
 
 
 class FeatureGrader:
@@ -244,7 +193,7 @@ class FeatureGrader:
     name = "features"
 
     def __init__(
-        self, embeddings: Embeddings, model: LogisticModel | None = None, *, library: bool = False
+        self, embeddings: Embeddings, model: FeatureModel | None = None, *, library: bool = False
     ) -> None:
         self.embeddings = embeddings
         self.model = model or DEFAULT_MODEL

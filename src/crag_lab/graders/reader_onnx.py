@@ -19,17 +19,17 @@ import numpy as np
 
 from crag.errors import ProviderError
 from crag.models import cpu_session
+from crag.models.minilm import TOKENIZER_PATH
 
 #: Word pieces per pair, special tokens included; the passage is cut, never the question.
 MAX_LENGTH = 256
-_TOKENIZER_PATH = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
 
 
 def pair_tokenizer(max_length: int = MAX_LENGTH) -> Any:
     """MiniLM's word pieces for (question, passage) pairs: [CLS] q [SEP] p [SEP]."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(_TOKENIZER_PATH))
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length, strategy="only_second")
     return tokenizer
