@@ -39,7 +39,7 @@ from langchain_core.embeddings import Embeddings
 
 from crag.context import KNOBS, Context
 from crag.errors import CragError
-from crag.grading.constraints import constraints
+from crag.grading.question_form import read
 from crag.grading.registry import reads_trained, trained_path
 from crag.models.embeddings import embeddings_for
 from crag.retrieval.tenancy import library_version
@@ -162,7 +162,7 @@ def same_question(asked: str, earlier: str, embedder: Embeddings) -> bool:
     """Whether two questions close in embedding ask the same: the same constraints, and
     the same content words but for near-synonyms swapped one for one. A word added or
     dropped narrows or widens the question ("... for annual plans"), so it does not."""
-    if set(constraints(asked)) != set(constraints(earlier)):
+    if set(read(asked).constraints) != set(read(earlier).constraints):
         return False
     mine, theirs = _stems(asked), _stems(earlier)
     only_mine = [mine[s] for s in sorted(mine.keys() - theirs.keys())]

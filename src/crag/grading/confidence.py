@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from crag.context import Context
 from crag.dates import read_date
 from crag.grading.coverage import key_terms
-from crag.grading.question_form import time_sensitive
+from crag.grading.question_form import read
 from crag.method_knobs import AUTHORITY_OF_KIND, SIGNALS
 from crag.source_kind import detect_kind
 from crag.text import stems
@@ -139,7 +139,7 @@ class Weights:
 
 def weights_for(ctx: Context, question: str) -> tuple[Weights, str | None]:
     """The run's weights for this question, and why recency weighs more when it does."""
-    timely = time_sensitive(question)
+    timely = read(question).time_sensitive
     boost = (
         timely is not None and ctx.confidence.timely_recency_weight > ctx.confidence.weight_recency
     )
@@ -174,7 +174,7 @@ def rate(
     """The passages with their signals and composite confidence. `parts`: what
     completeness measures (default: the question's key terms)."""
     today = today or date.today()
-    wanted = list(parts) if parts is not None else key_terms(question)
+    wanted = list(parts) if parts is not None else list(read(question).key_terms)
     rated: list[Passage] = []
     for p in passages:
         when, how = dated(p)

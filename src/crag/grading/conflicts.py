@@ -32,8 +32,7 @@ from crag.context import Context
 from crag.directives import without_directives
 from crag.grading.confidence import Weights, why_preferred
 from crag.grading.constraints import stated
-from crag.grading.coverage import key_terms
-from crag.grading.question_form import slot
+from crag.grading.question_form import read
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.state import Conflict, ConflictValue, Passage, Strip
 from crag.text import MONTHS, STOPWORDS, folded_words, normalize, split_sentences, stem, stems
@@ -43,7 +42,7 @@ log = logging.getLogger(__name__)
 
 def fact_sentences(question: str, text: str) -> list[str]:
     """The sentences of a text that speak of the question: at least half its key terms."""
-    terms = [s for t in key_terms(question) if (s := stems(t))]
+    terms = [s for t in read(question).key_terms if (s := stems(t))]
     if not terms:
         return []
     need = math.ceil(len(terms) / 2)
@@ -255,7 +254,7 @@ async def resolve(
     """Settle what the sources disagree on. `strips`: every strip of the documents (a
     document graded relevant may state its value in a strip that scored low); `docs`
     rated and in priority order."""
-    how, kind = mode(ctx), slot(question)
+    how, kind = mode(ctx), read(question).slot
     if how == "off" or kind is None:
         return Resolution()
     found = claimants(question, kind, strips, docs)

@@ -1,5 +1,5 @@
 """What a question asks for, read from its words: the one place that classifies a
-question's form.
+question's form, and `read`, which gives a question's whole reading as one value.
 
 - `question_type`: the kind of span that answers it (a year, a date, a number, a
   person, a place, an entity), for the feature grader;
@@ -12,14 +12,22 @@ question's form.
   source and the router.
 
 A comparison's sides and a question's parts are read by `crag.grading.decompose`.
+
+`read(text)` is the question as the run reads it (`Question`): its parts, key terms,
+the years, dates, versions and names it constrains, and the above. Each is read on
+first use and kept, and the same text gives the same `Question`, so grade, refine,
+the web path, verify and the answer cache share one reading.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from functools import cached_property
 
-from crag.grading.constraints import constraints, when
-from crag.grading.decompose import rule_parts
+from crag.grading.constraints import Constraint, constraints, subjects, when
+from crag.grading.coverage import key_terms
+from crag.grading.decompose import comparison, rule_parts
 from crag.text import normalize
 
 # question type -> the kinds of span that can answer it
@@ -157,3 +165,60 @@ _STRUCTURED = re.compile(
 def structured(question: str) -> bool:
     """Whether the question asks for a price, count, spec or other tabular value."""
     return _STRUCTURED.search(question) is not None
+
+
+class Question:
+    """A question as the run reads it; each part of the reading is made on first use."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def parts(self) -> tuple[str, ...]:
+        """The parts its form shows ("X vs Y", "A and B each"); () for one question."""
+        return tuple(rule_parts(self.text))
+
+    @cached_property
+    def compares(self) -> bool:
+        return comparison(normalize(self.text)) is not None
+
+    @cached_property
+    def key_terms(self) -> tuple[str, ...]:
+        return tuple(key_terms(self.text))
+
+    @cached_property
+    def constraints(self) -> tuple[Constraint, ...]:
+        """The years, dates, quarters, versions and names it asks about."""
+        return tuple(constraints(self.text))
+
+    @cached_property
+    def when(self) -> tuple[Constraint, ...]:
+        """Its years, dates and versions (the constraints but names)."""
+        return tuple(when(self.text))
+
+    @cached_property
+    def subjects(self) -> tuple[Constraint, ...]:
+        """The things of a kind it picks ("the Team plan")."""
+        return tuple(subjects(self.text))
+
+    @cached_property
+    def slot(self) -> str | None:
+        return slot(self.text)
+
+    @cached_property
+    def time_sensitive(self) -> str | None:
+        return time_sensitive(self.text)
+
+    @cached_property
+    def time_constraint(self) -> str | None:
+        return time_constraint(self.text)
+
+    @cached_property
+    def structured(self) -> bool:
+        return structured(self.text)
+
+
+@functools.lru_cache(maxsize=1024)
+def read(text: str) -> Question:
+    """The reading of a question's text, made once per process."""
+    return Question(text)

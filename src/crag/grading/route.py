@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crag.grading.question_form import structured, time_constraint
+from crag.grading.question_form import read
 
 
 def complexity(question: str, parts: Sequence[str]) -> list[str]:
     """Why the question needs the full path ([] for a simple question)."""
     reasons = []
+    reading = read(question)
     if len(parts) >= 2:
         reasons.append(f"{len(parts)} parts")
-    if timing := time_constraint(question):
+    if timing := reading.time_constraint:
         reasons.append(f"time-sensitive ({timing})")
-    if structured(question):
+    if reading.structured:
         reasons.append("asks for a structured value")
     return reasons
 

@@ -17,9 +17,10 @@ from langgraph.types import Send
 
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.grading.constraints import Constraint, check, when
+from crag.grading.constraints import Constraint, check
 from crag.grading.coverage import coverage_gaps
-from crag.grading.decompose import Split, decompose, rule_parts
+from crag.grading.decompose import Split, decompose
+from crag.grading.question_form import read
 from crag.grading.registry import make_grader, uses_llm, without_llm
 from crag.grading.route import complexity
 from crag.grading.verdict import decide, fast_winner
@@ -71,7 +72,7 @@ async def grade_part(task: PartTask, runtime: Runtime[Context]) -> dict[str, Any
     # a document that explains a thing names it more than once; one that names it
     # once only mentions it in passing (a chapter on batch norm, of layer norm)
     # and a chunk about another year or version does not cover a part about this one
-    asked = when(task["text"])
+    asked = list(read(task["text"]).when)
     explains = [
         s
         for s, t in zip(scores, texts, strict=True)
@@ -147,8 +148,8 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
     # about; a year, version or number it never writes only constrains a thing it may
     # know (the 2.4 limits for a question on version 3), and a question of several
     # parts may have others the library answers.
-    one_part = not split.parts and not rule_parts(question)
-    asked = when(question) if ctx.grading.coverage_check else []
+    one_part = not split.parts and not read(question).parts
+    asked = list(read(question).when) if ctx.grading.coverage_check else []
     grades = Grades(
         scores=[float(s) for s in first],
         first=[float(s) for s in first],

@@ -14,7 +14,8 @@ from langgraph.runtime import Runtime
 
 from crag import prompts
 from crag.context import Context
-from crag.grading.constraints import check, constraints, when
+from crag.grading.constraints import check
+from crag.grading.question_form import read
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.redact import redact, without_masked
@@ -27,7 +28,8 @@ log = logging.getLogger(__name__)
 def with_constraints(query: str, question: str, *, names: bool = True) -> str:
     """The query, plus any year, date, version (and, with `names`, specific name) of the
     question it dropped: a search that loses "2023" finds every year's results."""
-    asked = constraints(question) if names else when(question)
+    reading = read(question)
+    asked = list(reading.constraints if names else reading.when)
     missing = [c.value for c in check(asked, [query]).unmet]
     return " ".join([query, *missing]).strip()
 

@@ -28,8 +28,9 @@ from crag import cache, prompts
 from crag.context import Context
 from crag.errors import StoreError
 from crag.grading.conflicts import disagreement
-from crag.grading.constraints import Check, Constraint, check, constraints, named, subjects
+from crag.grading.constraints import Check, Constraint, check, named
 from crag.grading.outcome import probability, signals
+from crag.grading.question_form import read
 from crag.models.chat import make_chat_model
 from crag.nodes.citations import (
     citation_of,
@@ -144,7 +145,7 @@ def part_answered(state: State, evidence: Sequence[str], context: Sequence[str])
     if len(parts) < 2:
         return False
     for part in parts:
-        asked = constraints(part["text"])
+        asked = list(read(part["text"]).constraints)
         if (asked or part["covered"]) and check(asked, evidence, context=context).holds:
             return True
     return False
@@ -314,7 +315,8 @@ def asked_of(state: State) -> list[Constraint]:
     and the thing a one-part question asks about that the library never writes, however
     it is typed ("catboost" as much as "CatBoost")."""
     grades = state.get("grades")
-    asked = [*constraints(state["question"]), *subjects(state["question"])]
+    reading = read(state["question"])
+    asked = [*reading.constraints, *reading.subjects]
     never = [named(t) for t in (grades["unknown"] if grades else [])]
     return list(dict.fromkeys([*asked, *never]))
 

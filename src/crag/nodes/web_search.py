@@ -15,8 +15,8 @@ from langgraph.runtime import Runtime
 
 from crag.context import Context
 from crag.errors import ProviderError, SearchError
-from crag.grading.constraints import check, when
-from crag.grading.question_form import structured
+from crag.grading.constraints import check
+from crag.grading.question_form import read
 from crag.grading.registry import make_grader
 from crag.nodes.trail import context_of, note, recorded
 from crag.redact import redact, without_masked
@@ -70,7 +70,7 @@ class Search:
         ]
         for target, scores in zip(self.targets, per_target, strict=True):
             # a result about another year or version does not close a target
-            asked = when(target)
+            asked = list(read(target).when)
             for doc, score in zip(docs, scores, strict=True):
                 if score >= self.best.get(target, 0.0) and check(asked, [doc["text"]]).holds:
                     self.best[target] = score
@@ -83,7 +83,7 @@ def plan(ctx: Context, state: State, name: str, targets: list[str]) -> tuple[lis
     """The searches a source gets, or why it gets none: a database one for a structured
     question, the others one."""
     if name == "sql":
-        if not any(structured(t) for t in [state["question"], *targets]):
+        if not any(read(t).structured for t in [state["question"], *targets]):
             return [], "sql: skipped (not a structured question)"
         return [[targets[0]]], ""
     return [[state.get("web_query") or state["question"], *targets]], ""

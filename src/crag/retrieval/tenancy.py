@@ -50,7 +50,7 @@ def library_version(ctx: Context, collection_name: str) -> str:
     version = metadata.get(version_key(ctx.store.tenant))
     if version:
         return str(version)
-    if ctx.store.tenant != DEFAULT_TENANT or not untagged(collection):
+    if ctx.store.tenant != DEFAULT_TENANT or not is_untagged(collection):
         return "empty"  # the tenant never ingested into this collection
     if metadata.get(VERSION_KEY):
         return str(metadata[VERSION_KEY])
@@ -58,7 +58,7 @@ def library_version(ctx: Context, collection_name: str) -> str:
         return f"count:{collection.count()}"
 
 
-def untagged(collection: Collection) -> bool:
+def is_untagged(collection: Collection) -> bool:
     """A collection written before tenants existed: its chunks name no tenant."""
     return not (collection.metadata or {}).get(TENANTS_KEY)
 
@@ -75,7 +75,7 @@ def tenant_where(collection: Collection, tenant: str) -> dict[str, Any] | None:
     every chunk: for the default tenant of a collection written before tenants, and for
     the only tenant that ever wrote to the collection (a filter that matches every chunk
     makes a query 10-20 times slower). `belongs` checks every hit either way."""
-    if untagged(collection):
+    if is_untagged(collection):
         return None if tenant == DEFAULT_TENANT else {TENANT_KEY: tenant}
     if tenants_of(collection) == {tenant}:
         return None
@@ -86,5 +86,5 @@ def belongs(metadata: Mapping[str, Any] | None, collection: Collection, tenant: 
     """Whether a chunk with this metadata is `tenant`'s."""
     owner = (metadata or {}).get(TENANT_KEY)
     if owner is None:  # only in a collection written before tenants: the default's
-        return tenant == DEFAULT_TENANT and untagged(collection)
+        return tenant == DEFAULT_TENANT and is_untagged(collection)
     return owner == tenant
