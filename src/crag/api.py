@@ -16,7 +16,7 @@ from crag.errors import StoreError
 from crag.graph import Graph, build, compiled, graph
 from crag.prompts import partial_answer
 from crag.providers import checked
-from crag.state import InputState, Passage, State, clean_question, with_ratings
+from crag.state import InputState, Passage, State, Step, clean_question, with_ratings
 
 
 def make_context(context: Context | None = None, **overrides: Any) -> Context:
@@ -147,6 +147,14 @@ def _document(doc: Passage) -> dict[str, Any]:
     return {key: doc[key] for key in DOCUMENT_KEYS if key in doc}  # type: ignore[literal-required]
 
 
+def _timings(path: list[Step]) -> dict[str, float]:
+    """Seconds per node, a node that ran more than once (grade, grade_part) summed."""
+    total: dict[str, float] = {}
+    for step in path:
+        total[step["node"]] = round(total.get(step["node"], 0.0) + step["seconds"], 3)
+    return total
+
+
 def summary(state: State) -> dict[str, Any]:
     """The stable, JSON-ready view of a run (what `crag ask --json` prints)."""
     path = state.get("path") or []
@@ -180,7 +188,7 @@ def summary(state: State) -> dict[str, Any]:
         "conflicts": state.get("conflicts") or [],
         "citations": state.get("citations") or [],
         "path": [step["node"] for step in path],
-        "timings": {step["node"]: step["seconds"] for step in path},
+        "timings": _timings(path),
     }
 
 

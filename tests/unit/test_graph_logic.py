@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from crag.directives import is_directive
@@ -320,3 +322,13 @@ def test_query_rewriting_helpers() -> None:
 )
 def test_a_contraction_or_possessive_leaves_only_its_word(question: str, query: str) -> None:
     assert keyword_query(question) == query
+
+
+def test_a_node_that_runs_twice_has_its_seconds_summed_in_the_summary() -> None:
+    from crag.api import summary
+
+    steps = [("condense", 0.01), ("grade", 0.2), ("grade_part", 0.1), ("grade_part", 0.3)]
+    path: Any = [{"node": n, "seconds": s, "detail": ""} for n, s in [*steps, ("grade", 0.05)]]
+    result = summary({"question": "q", "path": path})
+    assert result["path"] == ["condense", "grade", "grade_part", "grade_part", "grade"]
+    assert result["timings"] == {"condense": 0.01, "grade": 0.25, "grade_part": 0.4}
