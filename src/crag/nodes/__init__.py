@@ -1,1 +1,2 @@
-"""The graph's six nodes, one module each, and `trail` (the path every node records)."""
+"""The graph's nodes, one module each (grade's holds grade_part too), `citations` (the
+sources an answer cites) and `trail` (the path every node records)."""
