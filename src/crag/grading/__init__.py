@@ -1,7 +1,9 @@
 """Grading: the retrieval evaluators, the coverage check and CRAG's verdict rule.
 
-- `registry`: the graders by name; `make_grader` / `make_strip_grader`.
-- `base`, `similarity`, `features`, `judge`, `cascade` (with `mean`), `trained`: the graders.
+- `registry`: the graders by name; `make_grader` / `make_strip_grader` (the lab's
+  graders, `features`, `trained`, `mean` and `reader`, plug in by entry point).
+- `base`, `similarity`, `judge`, `cascade`, `cross_encoder`: the graders.
+- `question_form`: what a question asks for, and `read`: the question read once.
 - `coverage`: what of a question the library cannot cover at all.
 - `verdict`: correct / incorrect / ambiguous from the scores and the thresholds.
 """

@@ -1,10 +1,12 @@
 """Retrieval: where crag's knowledge comes from.
 
 - the store, the only modules that talk to Chroma: `library` (similarity search, paged
-  reading and writing, tenants, hits as passages) over `clients` (clients,
-  collections, their metadata keys), `integrity` (vector indexes checked before Chroma
-  loads them) and `store_errors` (Chroma's failures as one line each);
-- `strip_vectors`: the vectors of a chunk's strips, kept in its metadata at ingest;
+  reading and writing, hits as passages) and `tenancy` (whose chunks are whose, each
+  tenant's library version) over `clients` (clients, collections, their metadata
+  keys), `integrity` (vector indexes checked before Chroma loads them) and
+  `store_errors` (Chroma's failures as one line each);
+- `strip_vectors`: a retrieved chunk's strip vectors, embedded when first read;
 - `library_index`: the library's words in any usual spelling, and its boilerplate;
-- `external`: the external sources of the web path, chosen by name.
+- `external`: the external sources of the web path, chosen by name; `sql`: the
+  read-only SQLite source.
 """
