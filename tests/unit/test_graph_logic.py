@@ -332,3 +332,16 @@ def test_a_node_that_runs_twice_has_its_seconds_summed_in_the_summary() -> None:
     result = summary({"question": "q", "path": path})
     assert result["path"] == ["condense", "grade", "grade_part", "grade_part", "grade"]
     assert result["timings"] == {"condense": 0.01, "grade": 0.25, "grade_part": 0.4}
+
+
+def test_the_graph_drawn_in_the_docs_is_the_graph_that_runs() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    drawn = text.split("```mermaid", 1)[1].split("```", 1)[0]
+    documented = {
+        (a, b, arrow == "-.->")
+        for a, arrow, b in (line.strip(" \t;").split() for line in drawn.splitlines()[2:])
+    }
+    actual = {(e.source, e.target, e.conditional) for e in graph.get_graph().edges}
+    assert documented == actual
