@@ -1,5 +1,5 @@
-"""The CRAG graph: condense → cache_lookup → retrieve → grade → (refine | rewrite →
-web_search → refine) → generate → verify.
+"""The CRAG graph: condense → cache_lookup → split → retrieve → grade → (refine |
+rewrite → web_search → refine) → generate → verify.
 
 A question the tenant's answer cache already answers ends at cache_lookup. A question
 of several parts goes from grade to one grade_part per part and back, then on.
@@ -22,6 +22,7 @@ from crag.nodes.grade import grade, grade_part, part_sends
 from crag.nodes.refine import refine
 from crag.nodes.retrieve import retrieve
 from crag.nodes.rewrite import rewrite
+from crag.nodes.split import split
 from crag.nodes.trail import Node
 from crag.nodes.verify import verify
 from crag.nodes.web_search import web_search
@@ -30,6 +31,7 @@ from crag.state import InputState, State
 NODES: dict[str, Node] = {
     "condense": condense,
     "cache_lookup": cache_lookup,
+    "split": split,
     "retrieve": retrieve,
     "grade": grade,
     "grade_part": grade_part,
@@ -74,6 +76,7 @@ def build() -> StateGraph[State, Context, InputState, State]:
     builder.add_edge(START, "condense")
     builder.add_edge("condense", "cache_lookup")
     builder.add_conditional_edges("cache_lookup", after_lookup)
+    builder.add_edge("split", "retrieve")
     builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", route_after_grade, ["grade_part", "refine", "rewrite"])
     builder.add_edge("grade_part", "grade")

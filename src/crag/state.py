@@ -137,6 +137,14 @@ class Grades(TypedDict):
     unknown: list[str]  # those that are what a one-part question asks about
 
 
+class QuestionSplit(TypedDict):
+    """A question's parts, as `split` found them."""
+
+    parts: list[str]  # [] for a question of one part
+    how: str  # rules, model, or off
+    compares: bool  # a comparison: each part is about a thing a document must name
+
+
 class PartTask(TypedDict):
     """One part of a question of several, sent to `grade_part` with every document
     retrieved for the question and its parts (the pool, in `docs`' order)."""
@@ -244,8 +252,11 @@ class State(InputState, total=False):
     tenant: str  # the `tenant` knob
     # cache_lookup
     cached: bool  # the answer came from the tenant's answer cache
+    # split
+    split: QuestionSplit | None
     # retrieve
     retrieved: list[Passage]  # what retrieval returned, before grading
+    part_retrieved: list[Passage]  # each part's own retrieval, part by part
     # grade
     docs: list[Passage]  # the graded documents, each with its score
     scores: list[float]

@@ -112,7 +112,7 @@ def _tutorial() -> Graph:
     builder.add_node("grade", binary_grade)
     builder.add_node("context", relevant_and_web)
     builder.add_edge(START, "condense")
-    builder.add_edge("condense", "retrieve")
+    builder.add_edge("condense", "retrieve")  # no split: the tutorial grades the question
     builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", any_irrelevant)
     builder.add_edge("rewrite", "web_search")

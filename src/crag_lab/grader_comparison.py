@@ -27,7 +27,7 @@ from crag_lab.runner import score_pairs
 async def grade_all(questions: Sequence[Question], ctx: Context, bar: Bar) -> list[State]:
     """Each question retrieved and graded by the grade node (scores, verdict, gaps)."""
     out: list[State] = []
-    graded = steps("retrieve", "grade")
+    graded = steps("split", "retrieve", "grade")
     for q in questions:
         state = await graded.ainvoke(InputState(question=q["question"]), context=ctx)
         out.append(cast(State, state))

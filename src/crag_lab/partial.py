@@ -19,7 +19,7 @@ from crag.state import InputState, State
 def steps(*nodes: str | tuple[str, Node]) -> Graph:
     """Nodes in a line after crag's `condense` (the run's start), each crag's by name or
     a (name, node) pair: the same nodes and state as the full graph, for runs that need
-    part of it (tuning, baselines). E.g. `steps("retrieve", "grade")`."""
+    part of it (tuning, baselines). E.g. `steps("split", "retrieve", "grade")`."""
     named = [(n, NODES[n]) if isinstance(n, str) else n for n in ("condense", *nodes)]
     builder = StateGraph(State, context_schema=Context, input_schema=InputState)
     for name, node in named:

@@ -165,7 +165,7 @@ def _key(docs: Sequence[Passage]) -> tuple[str, ...]:
 async def grade_question(q: Question, ctx: Context) -> Graded:
     """Retrieve and grade with crag's own nodes, and search the web once, so that the
     verdict and the knowledge to refine can be replayed at any thresholds."""
-    run = steps("retrieve", "grade", "rewrite", "web_search")
+    run = steps("split", "retrieve", "grade", "rewrite", "web_search")
     state = await run.ainvoke(InputState(question=q["question"]), context=ctx)
     grades = state["grades"]
     # the documents graded come first; the web path's library results follow them

@@ -84,7 +84,7 @@ def test_a_different_question_is_not(home: Path) -> None:
     ):
         state = ask(other, context=ctx)
         assert not state["cached"], other
-        assert [s["node"] for s in state["path"][:3]] == ["condense", "cache_lookup", "retrieve"]
+        assert [s["node"] for s in state["path"][:3]] == ["condense", "cache_lookup", "split"]
 
 
 def test_declined_and_unsure_answers_are_never_stored(home: Path) -> None:

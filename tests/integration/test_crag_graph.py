@@ -68,6 +68,7 @@ def test_partial_question_takes_the_web_path_and_merges_both_sources(dev_home: P
     assert result["path"] == [
         "condense",
         "cache_lookup",
+        "split",
         "retrieve",
         "grade",
         "grade_part",
@@ -99,10 +100,11 @@ def test_classic_partial_question_batch_vs_layer_norm(dev_home: Path) -> None:
         ("layer normalization", False),
     ]
     # each part is graded by a node of its own, then grade decides
-    assert result["path"][3:7] == ["grade", "grade_part", "grade_part", "grade"]
+    assert result["path"][4:8] == ["grade", "grade_part", "grade_part", "grade"]
     state = result["state"]
     assert [g["index"] for g in state["part_grades"]] in ([0, 1], [1, 0])
-    assert state["path"][3]["detail"] == "2 parts (split by rules), each graded on its own"
+    assert state["path"][2]["detail"].startswith("2 parts, by rules: Batch normalization;")
+    assert state["path"][4]["detail"] == "2 parts (split by rules), each graded on its own"
     assert state["web_query"].startswith("layer normalization")
     assert "batch" not in state["web_query"].lower()
     kept_docs = {s["doc_id"] for s in state["kept_strips"]}

@@ -41,7 +41,7 @@ def test_stream_interrupt_inspect_resume_and_history(server: DevServer) -> None:
         ):
             if part.event == "updates":
                 nodes += list(part.data)
-        assert nodes[:4] == ["condense", "cache_lookup", "retrieve", "grade"]
+        assert nodes[:5] == ["condense", "cache_lookup", "split", "retrieve", "grade"]
         assert nodes[-3:] == ["refine", "generate", "verify"]
         # Studio draws every step as a node
         drawn = await client.assistants.get_graph("crag")

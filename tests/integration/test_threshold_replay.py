@@ -27,7 +27,7 @@ THRESHOLDS = [(0.2, 0.3), (0.4, 0.6), (0.55, 0.56), (0.5, 0.8), (0.7, 0.95)]
 
 
 def graded(question: str, ctx: Context) -> State:
-    run = steps("retrieve", "grade")
+    run = steps("split", "retrieve", "grade")
     return asyncio.run(run.ainvoke(InputState(question=question), context=ctx))  # type: ignore[return-value]
 
 

@@ -12,7 +12,16 @@ from crag.nodes.verify import verify
 from crag.state import State
 
 #: The nodes a library question answered on the correct path runs, in order.
-CORRECT_PATH = ["condense", "cache_lookup", "retrieve", "grade", "refine", "generate", "verify"]
+CORRECT_PATH = [
+    "condense",
+    "cache_lookup",
+    "split",
+    "retrieve",
+    "grade",
+    "refine",
+    "generate",
+    "verify",
+]
 
 
 async def answer_of(state: State, *, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -63,10 +63,11 @@ def test_the_run_starts_with_its_question_and_ends_with_verification() -> None:
     answer is drafted, then verified."""
     edges = {(e.source, e.target) for e in graph.get_graph().edges}
     assert ("__start__", "condense") in edges and ("condense", "cache_lookup") in edges
-    assert ("cache_lookup", "retrieve") in edges and ("cache_lookup", "__end__") in edges
+    assert ("cache_lookup", "split") in edges and ("cache_lookup", "__end__") in edges
+    assert ("split", "retrieve") in edges
     assert ("generate", "verify") in edges and ("verify", "__end__") in edges
     assert after_lookup({"question": "q", "cached": True}) == "__end__"
-    assert after_lookup({"question": "q", "cached": False}) == "retrieve"
+    assert after_lookup({"question": "q", "cached": False}) == "split"
 
 
 def _doc(i: str, text: str, origin: str = "library", **extra: str) -> Passage:

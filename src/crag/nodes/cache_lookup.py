@@ -1,6 +1,6 @@
 """cache_lookup: the tenant's cached answer to the question, if an earlier run gave a
 confident, verified one. A hit replays that run's verdict and answer and goes to the
-end; a miss goes on to retrieval."""
+end; a miss goes on to the question's split and retrieval."""
 
 from __future__ import annotations
 
@@ -35,6 +35,6 @@ async def cache_lookup(state: State, runtime: Runtime[Context]) -> dict[str, Any
     }
 
 
-def after_lookup(state: State) -> Literal["retrieve", "__end__"]:
-    """A cached answer ends the run; any other question is retrieved for."""
-    return "__end__" if state.get("cached") else "retrieve"  # END
+def after_lookup(state: State) -> Literal["split", "__end__"]:
+    """A cached answer ends the run; any other question goes on."""
+    return "__end__" if state.get("cached") else "split"  # END

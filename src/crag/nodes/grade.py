@@ -1,9 +1,9 @@
 """grade: score the retrieved chunks, route the question, and decide the CRAG verdict.
 
 A simple question whose best chunk clearly wins takes the fast path (that chunk
-alone). A question of several parts is decomposed: each part is retrieved, then sent
-to `grade_part` to be graded on its own, and grade decides when they are back; the
-verdict says how many parts the library covers.
+alone). A question of several parts (`split`, with each part's own chunks from
+`retrieve`) has each part sent to `grade_part` to be graded on its own, and grade
+decides when they are back; the verdict says how many parts the library covers.
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ from crag.context import Context
 from crag.errors import ProviderError
 from crag.grading.constraints import Constraint, check
 from crag.grading.coverage import coverage_gaps
-from crag.grading.decompose import Split, decompose
+from crag.grading.decompose import Split
 from crag.grading.question_form import read
 from crag.grading.registry import make_grader, uses_llm, without_llm
 from crag.grading.route import complexity
 from crag.grading.verdict import decide, fast_winner
+from crag.nodes.split import split_of
 from crag.nodes.trail import context_of, note, recorded
-from crag.retrieval.library import hit_to_passage
-from crag.retrieval.library import retrieve as library_retrieve
 from crag.state import Grades, Part, PartGrade, PartScores, PartTask, Passage, State
 from crag.text import times_named
 
@@ -46,18 +45,14 @@ async def scored_by(ctx: Context, question: str, texts: list[str]) -> tuple[list
         return scores, f"{stand_in.name} ({exc})"
 
 
-async def pooled(ctx: Context, split: Split, docs: list[Passage]) -> list[Passage]:
+def pooled(docs: list[Passage], by_part: list[Passage]) -> list[Passage]:
     """The documents, then each part's own retrieval that they do not hold yet."""
     seen = {d["id"] for d in docs}
     pool = list(docs)
-    for part in split.parts:
-        hits = await asyncio.to_thread(
-            library_retrieve, ctx, ctx.store.collection, part, ctx.retrieval.k
-        )
-        for hit in hits:
-            if (passage := hit_to_passage(hit, origin="library"))["id"] not in seen:
-                seen.add(passage["id"])
-                pool.append(passage)
+    for passage in by_part:
+        if passage["id"] not in seen:
+            seen.add(passage["id"])
+            pool.append(passage)
     return pool
 
 
@@ -128,11 +123,12 @@ def best_k(scores: list[float], k: int) -> list[int]:
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
 
 
-async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Grading:
+async def grading(
+    ctx: Context, question: str, candidates: list[Passage], split: Split, by_part: list[Passage]
+) -> Grading:
     """Score every candidate, keep the best `k`, route and grade. A question the fast
     path takes at the context's thresholds gets no part grading and no LLM judge: that
     is what it spares (so with an LLM grader its grades hold only the cheap scores)."""
-    split = await decompose(question, ctx) if ctx.retrieval.decompose else Split([], "off")
     reasons = complexity(question, split.parts)
     # the fast check uses the cheap grader: a clear winner spares the LLM judge
     cheap = without_llm(ctx)
@@ -163,7 +159,7 @@ async def grading(ctx: Context, question: str, candidates: list[Passage]) -> Gra
     if fast_winner(grades, ctx.grading.upper, fast_gap(ctx)) is not None:
         return Grading(docs, grades, name, split, reasons)
     if len(split.parts) >= 2:  # each part graded on its own: the whole question is not
-        pool = await pooled(ctx, split, docs)
+        pool = pooled(docs, by_part)
         # the pool starts with the first retrieval, whose checks are done
         added = [d["text"] for d in pool[len(docs) :]]
         grades["meets"] = [*grades["meets"], *meets(asked, added)]
@@ -209,7 +205,13 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if returned := state.get("part_grades"):
         graded = joined(state, returned)
     else:
-        graded = await grading(ctx, state["question"], state.get("retrieved") or [])
+        graded = await grading(
+            ctx,
+            state["question"],
+            state.get("retrieved") or [],
+            split_of(state),
+            state.get("part_retrieved") or [],
+        )
     if graded.pending:
         return sent(graded)
     grades = graded.grades
