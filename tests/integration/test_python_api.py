@@ -81,6 +81,27 @@ def test_the_compiled_graph_awaited_and_streamed_as_messages(sample_home: Path) 
     assert both[0]["answer"] == state["answer"]
 
 
+def test_a_question_split_edited_before_retrieval_is_the_one_graded(sample_home: Path) -> None:
+    """Interrupted before retrieve, a person reads the parts split found and replaces
+    them; the resumed run retrieves and grades the parts as edited."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from crag.graph import build, compiled
+
+    ctx = Context(home=sample_home, chat_model="extractive", cache=False)
+    paused = compiled(build(), checkpointer=InMemorySaver(), interrupt_before=["retrieve"])
+    config: Any = {"configurable": {"thread_id": "edit-the-split"}}
+    question = "What does the Team plan cost, and which port does the API use?"
+    paused.invoke({"question": question}, config, context=ctx)
+    found = paused.get_state(config)
+    assert found.next == ("retrieve",) and len(found.values["split"]["parts"]) == 2
+    edited = ["What does the Team plan cost per month?", "Which TCP port does the API use?"]
+    paused.update_state(config, {"split": {"parts": edited, "how": "edited", "compares": False}})
+    state = paused.invoke(None, config, context=ctx)
+    assert [p["text"] for p in state["parts"]] == edited
+    assert [t["text"] for t in state["part_tasks"]] == edited
+
+
 def test_invoke_and_stream_work_synchronously(sample_home: Path) -> None:
     ctx = Context(home=sample_home, chat_model="extractive")
     state = graph.invoke({"question": PORT_QUESTION}, context=ctx)
