@@ -11,6 +11,7 @@ is not found among the built-in ones, or the whole table is listed.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
@@ -28,18 +29,23 @@ class Registry(Generic[F]):
         self.plugins = plugins  # the entry-point group whose modules register more
         self._entries: dict[str, tuple[F, str]] = {}
         self._loaded = plugins is None
+        self._loading = threading.RLock()
 
     def _load_plugins(self) -> None:
         """Import each plugin module once (its import registers its entries); one that
-        fails to import is reported and left out."""
+        fails to import is reported and left out. A run that looks up a name while
+        another thread loads the plugins waits for them."""
         if self._loaded:
             return
-        self._loaded = True
-        for entry in entry_points(group=self.plugins or ""):
-            try:
-                entry.load()
-            except Exception as exc:  # a broken plugin must not break the built-ins
-                log.warning("%s plugin %s could not be loaded: %s", self.kind, entry.value, exc)
+        with self._loading:
+            if self._loaded:
+                return
+            for entry in entry_points(group=self.plugins or ""):
+                try:
+                    entry.load()
+                except Exception as exc:  # a broken plugin must not break the built-ins
+                    log.warning("%s plugin %s could not be loaded: %s", self.kind, entry.value, exc)
+            self._loaded = True
 
     def _entry(self, name: str) -> tuple[F, str] | None:
         if name not in self._entries:

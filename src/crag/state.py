@@ -152,7 +152,6 @@ class PartTask(TypedDict):
     index: int
     text: str
     subject: str  # the thing of a comparison a document must name ("" if none)
-    how: str  # who split the question: rules or model
     texts: list[str]
 
 

@@ -45,3 +45,19 @@ def test_a_saved_grader_makes_offline_load_it_from_the_lab(tmp_path: Path) -> No
     save_trained_grader(ctx, FeatureModel([1.0] * len(FEATURES), 0.0).to_dict(), {})
     assert trained_path(ctx).exists()
     assert _run(PROBE.replace("GRADER", "'offline'"), tmp_path) == "FeatureGrader True"
+
+
+def test_runs_that_name_a_lab_grader_at_once_all_find_it(tmp_path: Path) -> None:
+    """The first lookups of a plugged-in name, from several threads at once: each waits
+    for the plugins instead of finding the table half loaded."""
+    code = """
+        from concurrent.futures import ThreadPoolExecutor
+        from crag.grading.registry import GRADERS
+
+        def found(_: int) -> bool:
+            return "features" in GRADERS and "mean" in GRADERS
+
+        with ThreadPoolExecutor(8) as pool:
+            print(sum(pool.map(found, range(8))))
+    """
+    assert _run(code, tmp_path) == "8"

@@ -176,7 +176,7 @@ def sent(graded: Grading) -> dict[str, Any]:
     texts = [d["text"] for d in graded.docs]
     split = graded.split
     tasks = [
-        PartTask(index=i, text=part, subject=subject, how=split.how, texts=texts)
+        PartTask(index=i, text=part, subject=subject, texts=texts)
         for i, (part, subject) in enumerate(zip(split.parts, split.subjects, strict=True))
     ]
     detail = f"{len(tasks)} parts (split by {split.how}), each graded on its own"
@@ -187,14 +187,13 @@ def joined(state: State, returned: list[PartScores]) -> Grading:
     """The question graded from its parts' grades: a document's score is its best
     part's."""
     rows = sorted(returned, key=lambda r: r["index"])
-    tasks = state.get("part_tasks") or []
     best = [max(column) for column in zip(*(r["scores"] for r in rows), strict=True)]
     grades: Grades = {
         **state["grades"],
         "scores": [float(s) for s in best],
         "parts": [r["grade"] for r in rows],
     }
-    split = Split([t["text"] for t in tasks], tasks[0]["how"] if tasks else "rules")
+    split = split_of(state)
     reasons = complexity(state["question"], split.parts)
     return Grading(state.get("docs") or [], grades, rows[0]["grader"], split, reasons)
 
