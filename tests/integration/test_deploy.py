@@ -38,6 +38,8 @@ def test_the_image_installs_the_local_models_and_assembles_the_gguf(dockerfile: 
         assert offline in env
     graphs = json.loads(text.split("LANGSERVE_GRAPHS='")[1].split("'")[0])
     assert set(graphs) == {"crag", "crag-ingest"}
+    checkpointer = json.loads(text.split("LANGGRAPH_CHECKPOINTER='")[1].split("'")[0])
+    assert checkpointer == {"path": "crag.server.checkpointer"}  # an import path: no file to copy
 
 
 def test_the_image_python_and_extras_match_the_package() -> None:

@@ -141,3 +141,36 @@ def test_the_server_log_holds_no_logging_error_traceback_or_blocking_call(
     found = {word: len(lines) for word, lines in server.log_errors().items() if lines}
     first = next((lines[0] for lines in server.log_errors().values() if lines), "")
     assert not found, f"server log lines with {found}; the first: {first[:300]}"
+
+
+def test_a_deleted_thread_leaves_nothing_in_the_servers_checkpoints(
+    server: DevServer, sample_home: Path
+) -> None:
+    """The server keeps checkpoints in crag's home (`crag.server`), and deleting a thread
+    removes them: the dev server's own in-memory store kept a deleted thread's values."""
+    import sqlite3
+
+    from langgraph_sdk import get_client
+
+    from crag.server import SERVER_THREADS_FILE
+
+    def stored(thread_id: str) -> int:
+        with sqlite3.connect(sample_home / SERVER_THREADS_FILE) as conn:
+            (n,) = conn.execute(
+                "SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?) + "
+                "(SELECT COUNT(*) FROM writes WHERE thread_id = ?)",
+                (thread_id, thread_id),
+            ).fetchone()
+        return int(n)
+
+    async def scenario() -> tuple[int, int]:
+        client = get_client(url=server.url, timeout=120)
+        thread = await client.threads.create()
+        await client.runs.wait(thread["thread_id"], "crag", input={"question": PORT})
+        kept = stored(thread["thread_id"])
+        await client.threads.delete(thread["thread_id"])
+        return kept, stored(thread["thread_id"])
+
+    kept, left = asyncio.run(scenario())
+    assert kept > 8  # a checkpoint per step, and their writes
+    assert left == 0
