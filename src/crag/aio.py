@@ -8,12 +8,14 @@ and a caller that already runs a loop (a notebook) is never asked to nest one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, ParamSpec, TypeVar, cast
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _loop: asyncio.AbstractEventLoop | None = None
 _lock = threading.Lock()
@@ -48,6 +50,20 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if not ok:
         raise value
     return cast(T, value)
+
+
+def synchronous(
+    function: Callable[P, Coroutine[Any, Any, T]], name: str, doc: str
+) -> Callable[P, T]:
+    """`function` as a plain call with the same arguments, run by `run_sync`."""
+
+    @functools.wraps(function)  # its signature, for help() and editors
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(function(*args, **kwargs))
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = doc
+    return call
 
 
 def iterate_sync(items: AsyncIterator[T]) -> Iterator[T]:

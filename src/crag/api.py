@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StreamMode
 
-from crag.aio import run_sync
+from crag.aio import synchronous
 from crag.context import DEFAULT_TENANT, Context
 from crag.errors import StoreError
 from crag.graph import Graph, build, compiled, graph
@@ -103,27 +103,12 @@ async def aask(
     return cast(State, final)
 
 
-def ask(
-    question: str,
-    *,
-    context: Context | None = None,
-    thread_id: str | None = None,
-    on_step: StepCallback | None = None,
-    on_token: TokenCallback | None = None,
-    **overrides: Any,
-) -> State:
+ask = synchronous(
+    aask,
+    "ask",
     """Synchronous `aask`, e.g. `ask("What is dropout?", k=8, external="none")`; works
-    inside a running event loop too (a notebook)."""
-    return run_sync(
-        aask(
-            question,
-            context=context,
-            thread_id=thread_id,
-            on_step=on_step,
-            on_token=on_token,
-            **overrides,
-        )
-    )
+    inside a running event loop too (a notebook).""",
+)
 
 
 #: What `summary` shows of each document: where it is from, and its confidence signals.

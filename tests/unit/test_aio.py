@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 
 import pytest
 
-from crag.aio import iterate_sync, run_sync
+from crag.aio import iterate_sync, run_sync, synchronous
 
 
 async def double(x: int) -> int:
@@ -63,3 +64,12 @@ def test_leaving_early_stops_the_producer() -> None:
             break
     run_sync(asyncio.sleep(0.3))  # let a producer that was not stopped run on
     assert len(seen) <= 4  # at most the item in hand and one waiting to be handed over
+
+
+def test_a_synchronous_call_takes_the_coroutine_functions_arguments_and_errors() -> None:
+    call = synchronous(double, "twice", "Double x, without await.")
+    assert call(21) == 42 and call(x=3) == 6
+    assert call.__name__ == "twice" and call.__doc__ == "Double x, without await."
+    assert inspect.signature(call) == inspect.signature(double)
+    with pytest.raises(ValueError, match="bad"):
+        synchronous(failing, "failing", "")()

@@ -39,20 +39,23 @@ def rows(db: Path) -> dict[str, list[tuple[str, str | None]]]:
     return {"checkpoints": checkpoints, "writes": writes}
 
 
-async def run_threads(home: Path) -> None:
-    async with server.checkpointer() as saver:
-        graph = counter(saver)
-        for thread, run in (("a", "run-a1"), ("a", "run-a2"), ("b", "run-b1")):
-            config = {"configurable": {"thread_id": thread}, "metadata": {"run_id": run}}
-            await graph.ainvoke({"seen": []}, config)  # type: ignore[arg-type]
-
-
-def test_deleting_a_thread_frees_its_checkpoints_and_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The server's checkpoints in a fresh home after three runs: two on thread a, one on b."""
     monkeypatch.setenv("CRAG_HOME", str(tmp_path))
-    asyncio.run(run_threads(tmp_path))
-    db = tmp_path / server.SERVER_THREADS_FILE
+
+    async def run_threads() -> None:
+        async with server.checkpointer() as saver:
+            graph = counter(saver)
+            for thread, run in (("a", "run-a1"), ("a", "run-a2"), ("b", "run-b1")):
+                config = {"configurable": {"thread_id": thread}, "metadata": {"run_id": run}}
+                await graph.ainvoke({"seen": []}, config)  # type: ignore[arg-type]
+
+    asyncio.run(run_threads())
+    return tmp_path / server.SERVER_THREADS_FILE
+
+
+def test_deleting_a_thread_frees_its_checkpoints_and_writes(db: Path) -> None:
     before = rows(db)
     assert {t for t, _ in before["checkpoints"]} == {"a", "b"}
     assert any(t == "a" for t, _ in before["writes"])
@@ -70,13 +73,7 @@ def test_deleting_a_thread_frees_its_checkpoints_and_writes(
     ]
 
 
-def test_a_rolled_back_run_loses_only_its_own_checkpoints(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CRAG_HOME", str(tmp_path))
-    asyncio.run(run_threads(tmp_path))
-    db = tmp_path / server.SERVER_THREADS_FILE
-
+def test_a_rolled_back_run_loses_only_its_own_checkpoints(db: Path) -> None:
     async def roll_back() -> list[str]:
         async with server.checkpointer() as saver:
             await saver.adelete_for_runs(["run-a2"])
