@@ -6,7 +6,9 @@ call on 2 cores, three calls in all).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -330,3 +332,41 @@ def test_a_runs_calls_share_its_arrival_and_the_next_run_comes_later() -> None:
     assert one[0] is not None and one[0] == one[1]
     assert two[0] == two[1] and two[0] > one[0]
     assert ARRIVALS.came() is None
+
+
+def test_the_bundled_model_is_assembled_by_its_first_call_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node makes the model inside `langgraph dev`'s event loop, where a blocking call
+    fails the run: the first call assembles the GGUF (here from three small parts) in its
+    worker thread, and making the model touches no disk."""
+    require_module("xllamacpp", LOCAL)
+    from blockbuster import blockbuster_ctx
+
+    from crag.models import model_files
+
+    parts = []
+    for i in range(3):
+        parts.append(tmp_path / f"part{i}.bin")
+        parts[-1].write_bytes(bytes([i + 1]) * 1000)
+    whole = b"".join(p.read_bytes() for p in parts)
+    monkeypatch.setattr(model_files, "part_paths", lambda: parts)
+    monkeypatch.setattr(model_files, "GGUF_SIZE", len(whole))
+    monkeypatch.setattr(model_files, "GGUF_SHA256", hashlib.sha256(whole).hexdigest())
+    cache = tmp_path / "models"
+    server = FakeServer()
+    key = (str(cache / model_files.GGUF_NAME), 4096, 2, 1)
+    monkeypatch.setattr(llamacpp, "_ENGINES", {key: llamacpp._Engine(server=server)})
+    ctx = Context(model_cache=cache, threads=2)
+
+    make_chat_model("local", ctx, max_tokens=8)
+    assert not cache.exists()
+
+    async def node() -> str:
+        model = make_chat_model("local", ctx, max_tokens=8)
+        return str((await model.ainvoke("q")).content)
+
+    with blockbuster_ctx():
+        answer = asyncio.run(node())
+    assert answer and server.requests
+    assert (cache / model_files.GGUF_NAME).read_bytes() == whole

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crag.context import Context
@@ -37,11 +38,12 @@ def _local(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
         )
     # Optional extra (`crag[local]`): imported only when the local model is asked for.
     from crag.models.llamacpp import LlamaCppChatModel
-    from crag.models.model_files import ensure_local_gguf
+    from crag.models.model_files import GGUF_NAME
 
-    path = ensure_local_gguf(ctx.models.model_cache)
+    cache = Path(ctx.models.model_cache).expanduser()
     return LlamaCppChatModel(
-        model_path=str(path),
+        model_path=str(cache / GGUF_NAME),
+        model_cache=str(cache),
         threads=ctx.models.threads,
         slots=ctx.models.local_slots,
         queue_timeout_s=ctx.models.local_queue_timeout_s,

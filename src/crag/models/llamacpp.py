@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -42,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crag.errors import ProviderError
 from crag.models import cpu_count
+from crag.models.model_files import ensure_local_gguf
 from crag.models.openai_format import (
     PASSTHROUGH,
     content_text,
@@ -110,11 +112,13 @@ def _load_engine(path: str, n_ctx: int, threads: int, slots: int = 1) -> _Engine
 
 
 class LlamaCppChatModel(BaseChatModel):
-    """Chat model over a local GGUF file (llama.cpp, in process, thread-safe)."""
+    """Chat model over a local GGUF file (llama.cpp, in process, thread-safe), loaded by
+    the first call in its worker thread: a node that makes one never blocks its loop."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     model_path: str
+    model_cache: str | None = None  # the bundled model: assembled here by the first call
     n_ctx: int = DEFAULT_N_CTX
     threads: int = 0
     slots: int = Field(default=1, ge=1)  # calls decoded together
@@ -129,12 +133,7 @@ class LlamaCppChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {
-            "model_path": self.model_path,
-            "n_ctx": self.n_ctx,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-        }
+        return self.model_dump(include={"model_path", "n_ctx", "max_tokens", "temperature"})
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
         params = super()._get_ls_params(stop=stop, **kwargs)
@@ -144,6 +143,8 @@ class LlamaCppChatModel(BaseChatModel):
 
     # --- engine ------------------------------------------------------------------
     def _engine(self) -> _Engine:
+        if self.model_cache is not None:
+            ensure_local_gguf(Path(self.model_cache))
         return _load_engine(self.model_path, self.n_ctx, self.threads or cpu_count(), self.slots)
 
     def load(self) -> float:
