@@ -38,11 +38,10 @@ from crag.retrieval.strip_vectors import STRIPS_KEY, remember_strips
 from crag.retrieval.tenancy import belongs, tenant_where, version_key
 
 if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
+
     from crag.models.remembering import Remembering
     from crag.state import Origin, Passage
-
-if TYPE_CHECKING:
-    from chromadb.api.models.Collection import Collection
 
 log = logging.getLogger(__name__)
 

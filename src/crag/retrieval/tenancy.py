@@ -13,14 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from crag.context import DEFAULT_TENANT, Context
-from crag.retrieval.clients import (
-    TENANT_KEY,
-    TENANTS_KEY,
-    VERSION_KEY,
-    get_collection,
-    modify_metadata,
-    open_client,
-)
+from crag.retrieval import clients
 from crag.retrieval.store_errors import guard
 
 if TYPE_CHECKING:
@@ -29,7 +22,7 @@ if TYPE_CHECKING:
 
 def version_key(tenant: str) -> str:
     """The collection metadata key of a tenant's library version."""
-    return f"{VERSION_KEY}:{tenant}"
+    return f"{clients.VERSION_KEY}:{tenant}"
 
 
 def mark_changed(collection: Collection, tenant: str) -> None:
@@ -37,30 +30,34 @@ def mark_changed(collection: Collection, tenant: str) -> None:
     text (the coverage index, cached answers) is stale. The collection's own version
     changes too."""
     version = uuid.uuid4().hex
-    metadata = {**(collection.metadata or {}), VERSION_KEY: version, version_key(tenant): version}
-    modify_metadata(collection, metadata)
+    metadata = {
+        **(collection.metadata or {}),
+        clients.VERSION_KEY: version,
+        version_key(tenant): version,
+    }
+    clients.modify_metadata(collection, metadata)
 
 
 def library_version(ctx: Context, collection_name: str) -> str:
     """Changes whenever the tenant's chunks in the collection do (for the default tenant
     of a collection written before tenants, the collection's version, or its chunk count
     before versions were kept)."""
-    collection = get_collection(open_client(ctx), collection_name)
+    collection = clients.get_collection(clients.open_client(ctx), collection_name)
     metadata = collection.metadata or {}
     version = metadata.get(version_key(ctx.store.tenant))
     if version:
         return str(version)
     if ctx.store.tenant != DEFAULT_TENANT or not is_untagged(collection):
         return "empty"  # the tenant never ingested into this collection
-    if metadata.get(VERSION_KEY):
-        return str(metadata[VERSION_KEY])
+    if metadata.get(clients.VERSION_KEY):
+        return str(metadata[clients.VERSION_KEY])
     with guard(collection, collection_name):
         return f"count:{collection.count()}"
 
 
 def is_untagged(collection: Collection) -> bool:
     """A collection written before tenants existed: its chunks name no tenant."""
-    return not (collection.metadata or {}).get(TENANTS_KEY)
+    return not (collection.metadata or {}).get(clients.TENANTS_KEY)
 
 
 def tenants_of(collection: Collection) -> set[str]:
@@ -76,15 +73,15 @@ def tenant_where(collection: Collection, tenant: str) -> dict[str, Any] | None:
     the only tenant that ever wrote to the collection (a filter that matches every chunk
     makes a query 10-20 times slower). `belongs` checks every hit either way."""
     if is_untagged(collection):
-        return None if tenant == DEFAULT_TENANT else {TENANT_KEY: tenant}
+        return None if tenant == DEFAULT_TENANT else {clients.TENANT_KEY: tenant}
     if tenants_of(collection) == {tenant}:
         return None
-    return {TENANT_KEY: tenant}
+    return {clients.TENANT_KEY: tenant}
 
 
 def belongs(metadata: Mapping[str, Any] | None, collection: Collection, tenant: str) -> bool:
     """Whether a chunk with this metadata is `tenant`'s."""
-    owner = (metadata or {}).get(TENANT_KEY)
+    owner = (metadata or {}).get(clients.TENANT_KEY)
     if owner is None:  # only in a collection written before tenants: the default's
         return tenant == DEFAULT_TENANT and is_untagged(collection)
     return owner == tenant
