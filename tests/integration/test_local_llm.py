@@ -334,6 +334,36 @@ def test_a_runs_calls_share_its_arrival_and_the_next_run_comes_later() -> None:
     assert ARRIVALS.came() is None
 
 
+def test_a_run_takes_its_place_in_line_when_it_starts(sample_home: Path) -> None:
+    """A run that started first keeps the earlier place though another run asks the
+    model before it does (its retrieval and grading took longer)."""
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import StateGraph
+
+    from crag.graph import build, compiled
+
+    class S(TypedDict):
+        came: float | None
+
+    async def ask(state: S) -> S:
+        return {"came": ARRIVALS.came()}
+
+    builder = StateGraph(S, context_schema=Context)
+    builder.add_node("ask", ask)
+    builder.add_edge("__start__", "ask")
+    asks = builder.compile()
+
+    first = Context(home=sample_home, chat_model="extractive", cache=False)
+    paused = compiled(build(), checkpointer=InMemorySaver(), interrupt_before=["retrieve"])
+    paused.invoke({"question": "Which port?"}, {"configurable": {"thread_id": "t"}}, context=first)
+    another = Context(home=sample_home, chat_model="extractive", cache=False)
+    later = asyncio.run(asks.ainvoke({"came": None}, context=another))["came"]
+    earlier = asyncio.run(asks.ainvoke({"came": None}, context=first))["came"]
+    assert earlier is not None and later is not None and earlier < later
+
+
 def test_the_bundled_model_is_assembled_by_its_first_call_off_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

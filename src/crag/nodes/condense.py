@@ -1,6 +1,8 @@
 """condense: the run's start. The question is read (from the input, or a chat client's
 last message) and checked, and a follow-up on a thread becomes the standalone question
-it stands for; every per-run key of the state starts empty.
+it stands for; every per-run key of the state starts empty. The run takes its place in
+the local model's line here, so runs are served in the order they started, not in the
+order they first reach the model.
 
 "And for monthly plans?" means nothing to retrieval on its own. With a language model
 the conversation is condensed into one question (the retrieval-agent pattern); with
@@ -20,6 +22,7 @@ from crag import prompts
 from crag.context import Context
 from crag.grading.decompose import carried, is_follow_up
 from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.models.slots import ARRIVALS
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import State, clean_question, fresh_run
 
@@ -72,6 +75,7 @@ async def standalone(
 @recorded
 async def condense(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
+    ARRIVALS.came()
     messages = list(state.get("messages") or [])
     said: list[HumanMessage] = []
     if messages and isinstance(messages[-1], HumanMessage):
