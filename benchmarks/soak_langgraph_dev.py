@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import shutil
 import signal
 import sys
 import tempfile
@@ -73,8 +74,12 @@ class Tally:
         ):
             error = f"no verdict or answer in {str(values)[:120]}"
         if error is not None:
-            self.failed += 1
-            self.errors.append(error)
+            self.failure(error)
+
+    def failure(self, error: str) -> None:
+        """A run or a thread's deletion that failed."""
+        self.failed += 1
+        self.errors.append(error)
 
 
 async def conversation(url: str, questions: Iterator[str], tally: Tally, until: float,
@@ -100,7 +105,10 @@ async def conversation(url: str, questions: Iterator[str], tally: Tally, until: 
             else:
                 tally.record(values, None)
         if not keep:
-            await client.threads.delete(thread["thread_id"])
+            try:
+                await client.threads.delete(thread["thread_id"])
+            except Exception as exc:
+                tally.failure(f"deleting the thread: {type(exc).__name__}: {exc}"[:300])
 
 
 def questions() -> Iterator[str]:
@@ -145,6 +153,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=2, help="conversations at once")
     parser.add_argument("--timeout", type=float, default=900, help="seconds for one run")
     parser.add_argument("--keep-threads", action="store_true", help="do not delete threads")
+    parser.add_argument("--server-log", type=Path, help="copy the server's log here at the end")
     args = parser.parse_args()
     # killed, it still stops its server (the `with` blocks run on SystemExit)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -163,6 +172,8 @@ def main() -> int:
             tally = asyncio.run(soak(server.url, server.pid, args.minutes, args.concurrency,
                                      args.timeout, args.keep_threads))  # fmt: skip
             found = server.log_errors()
+            if args.server_log:
+                shutil.copyfile(server.log, args.server_log)
         print(f"runs: {tally.runs}, failed: {tally.failed}; server log: "
               + ", ".join(f"{len(found[word])} {word}" for word in dev.LOG_ERRORS))  # fmt: skip
         for error in tally.errors[:5]:

@@ -9,12 +9,17 @@ answers from (`home`).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from crag.context import Context
+
+log = logging.getLogger(__name__)
 
 #: The server's checkpoints, in crag's home (the command line's threads: `threads.sqlite`).
 SERVER_THREADS_FILE = "server_threads.sqlite"
@@ -23,6 +28,29 @@ SERVER_THREADS_FILE = "server_threads.sqlite"
 class ServerSaver(AsyncSqliteSaver):
     """SQLite checkpoints that can also forget a cancelled run: the server asks for it
     when a new run on a thread rolls back the one before (`multitask_strategy=rollback`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deleting: set[asyncio.Task[None]] = set()
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Start deleting the thread's checkpoints and return without waiting. The dev
+        server finds the thread's place in its list, awaits this, then removes what
+        stands at that place: had this waited, deletions meanwhile would shift the list,
+        and another thread would go in its stead (or none, with a 500)."""
+        task = asyncio.get_running_loop().create_task(super().adelete_thread(thread_id))
+        self._deleting.add(task)
+        task.add_done_callback(self._deleted)
+
+    def _deleted(self, task: asyncio.Task[None]) -> None:
+        self._deleting.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("deleting a thread's checkpoints failed: %s", exc)
+
+    async def drain(self) -> None:
+        """Wait for the deletions started."""
+        while self._deleting:
+            await asyncio.gather(*self._deleting, return_exceptions=True)
 
     async def adelete_for_runs(self, run_ids: Iterable[str]) -> None:
         ids = [str(run_id) for run_id in run_ids]
@@ -53,4 +81,7 @@ async def checkpointer() -> AsyncIterator[ServerSaver]:
     home.mkdir(parents=True, exist_ok=True)
     async with ServerSaver.from_conn_string(str(home / SERVER_THREADS_FILE)) as saver:
         assert isinstance(saver, ServerSaver)  # from_conn_string builds its own class
-        yield saver
+        try:
+            yield saver
+        finally:
+            await saver.drain()

@@ -169,8 +169,29 @@ def test_a_deleted_thread_leaves_nothing_in_the_servers_checkpoints(
         await client.runs.wait(thread["thread_id"], "crag", input={"question": PORT})
         kept = stored(thread["thread_id"])
         await client.threads.delete(thread["thread_id"])
+        for _ in range(50):  # the deletion finishes just after the reply
+            if not stored(thread["thread_id"]):
+                break
+            await asyncio.sleep(0.1)
         return kept, stored(thread["thread_id"])
 
     kept, left = asyncio.run(scenario())
     assert kept > 8  # a checkpoint per step, and their writes
     assert left == 0
+
+
+def test_threads_deleted_at_once_are_the_ones_that_go(server: DevServer) -> None:
+    """Many deletions at once each remove their own thread, and the others stay listed
+    (the server removes a thread at the place it found before the checkpoints went)."""
+    from langgraph_sdk import get_client
+
+    async def scenario() -> tuple[set[str], set[str]]:
+        client = get_client(url=server.url, timeout=120)
+        made = [(await client.threads.create())["thread_id"] for _ in range(24)]
+        gone, kept = made[::2], set(made[1::2])
+        await asyncio.gather(*(client.threads.delete(t) for t in gone))
+        listed = {t["thread_id"] for t in await client.threads.search(limit=1000)}
+        return kept, listed & set(made)
+
+    kept, listed = asyncio.run(scenario())
+    assert listed == kept

@@ -64,7 +64,7 @@ def test_deleting_a_thread_frees_its_checkpoints_and_writes(db: Path) -> None:
         async with server.checkpointer() as saver:
             await saver.adelete_thread("a")
 
-    asyncio.run(delete())
+    asyncio.run(delete())  # the checkpointer's exit waits for the deletion it started
     after = rows(db)
     assert {t for t, _ in after["checkpoints"]} == {"b"}
     assert {t for t, _ in after["writes"]} <= {"b"}
@@ -86,3 +86,19 @@ def test_a_rolled_back_run_loses_only_its_own_checkpoints(db: Path) -> None:
     assert "run-a2" not in runs
     assert {"run-a1", "run-b1"} <= runs
     assert len(seen) == 1  # thread a is back to its first run's state
+
+
+def test_deleting_a_thread_returns_before_the_deletion_yields(db: Path) -> None:
+    """The dev server removes a thread from its list at the place it found before it
+    awaited the deletion: a deletion that yielded let others shift that list."""
+
+    async def delete() -> None:
+        async with server.checkpointer() as saver:
+            started = saver.adelete_thread("a")
+            with pytest.raises(StopIteration):
+                started.send(None)  # done at its first step, nothing awaited
+            assert {t for t, _ in rows(db)["checkpoints"]} == {"a", "b"}
+            await saver.drain()
+            assert {t for t, _ in rows(db)["checkpoints"]} == {"b"}
+
+    asyncio.run(delete())
