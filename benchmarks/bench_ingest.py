@@ -49,6 +49,37 @@ def _embedder_alone(ctx: Any, texts: list[str]) -> float:
     return time.perf_counter() - started
 
 
+def _arithmetic(texts: list[str]) -> float:
+    """GFLOP of all-MiniLM-L6-v2 over `texts` (6 layers, width 384, feed-forward 1536):
+    the matrix products per word piece, and attention's, which grows with length."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from crag.models.minilm import MAX_LENGTH, TOKENIZER_PATH
+
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=MAX_LENGTH)
+    n = np.array([len(e.ids) for e in tokenizer.encode_batch(texts)], dtype=np.float64)
+    width, ffn, layers = 384, 1536, 6
+    per_layer = 2 * (4 * width * width + 2 * width * ffn) * n + 4 * width * n * n
+    return float(layers * per_layer.sum() / 1e9)
+
+
+def _matmul_rate() -> float:
+    """GFLOP/s of a float32 matrix product (numpy, every core), best of ten: the
+    arithmetic speed the embedder's matrix products can approach here."""
+    import numpy as np
+
+    a = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)
+    best = 0.0
+    for _ in range(11):
+        started = time.perf_counter()
+        a @ a
+        best = max(best, 2 * 1024**3 / (time.perf_counter() - started) / 1e9)
+    return best
+
+
 def _ingest_once(books: Path, threads: int) -> dict[str, float]:
     """One ingest into a throw-away store by whichever `crag` this process imports."""
     from crag.context import Context
@@ -126,6 +157,12 @@ def main() -> int:
     )
     alone = _embedder_alone(Context(threads=args.threads), texts)
     print(f"the same chunks embedded alone: {alone:.1f} s ({len(texts) / alone:.1f} chunks/s)")
+    if Context().models.embeddings == "local":
+        work, rate = _arithmetic(texts), _matmul_rate()
+        print(
+            f"  its arithmetic: {work:,.0f} GFLOP at {work / alone:.0f} GFLOP/s, "
+            f"{work / alone / rate:.0%} of a float32 matrix product's {rate:.0f} GFLOP/s here"
+        )
 
     with tempfile.TemporaryDirectory(prefix="crag-bench-") as home:
         ctx = Context(home=Path(home), threads=args.threads)
