@@ -3,9 +3,10 @@ time of the batch and p50/p95 of each run (request to final state), per setting 
 local model's slots (`local_slots`) and of the server's jobs per worker
 (`--n-jobs-per-worker`, the `N_JOBS_PER_WORKER` of a deployment). Beside them: p95
 against one run alone, the local model's generated tokens per second over the batch
-(from crag's log line per model call), the order in which the runs finished against the
-order they came, the slowest health check and thread listing meanwhile, and what the
-server's log holds of logging errors, tracebacks and BlockingErrors.
+(from crag's log line per model call), the prompt tokens it read per second (flat
+across batch sizes where reading bounds a run), the order in which the runs finished
+against the order they came, the slowest health check and thread listing meanwhile,
+and what the server's log holds of logging errors, tracebacks and BlockingErrors.
 
     python benchmarks/bench_langgraph_dev.py                              # 100 threads, extractive
     python benchmarks/bench_langgraph_dev.py --chat-model local --slots 1,4   # 1,2,4,8 runs
@@ -67,7 +68,8 @@ def percentile(values: list[float], q: int) -> float:
 
 HEADER = (
     f"{'slots':>5} {'jobs/worker':>11} {'threads':>7} {'wall s':>7} {'p50 s':>6} {'p95 s':>6} "
-    f"{'max s':>6} {'p95/alone':>9} {'gen tok/s':>9} {'overtaken':>9} {'/ok max s':>9} "
+    f"{'max s':>6} {'p95/alone':>9} {'gen tok/s':>9} {'read tok/s':>10} {'overtaken':>9} "
+    f"{'/ok max s':>9} "
     f"{'failed':>6}  finish order; server log"
 )
 
@@ -133,7 +135,8 @@ def batch(server: DevServer, label: str, asked: list[str], timeout_s: float,
     wall = time.perf_counter() - started
     with server.log.open("rb") as log:
         log.seek(start)
-        generated = sum(int(m[2]) for m in MODEL_CALL.finditer(log.read().decode(errors="replace")))
+        calls = MODEL_CALL.findall(log.read().decode(errors="replace"))
+    read, generated = (sum(int(call[i]) for call in calls) for i in (0, 1))
     seconds = [run.seconds for run in runs if run.error is None]
     failed = [run.error for run in runs if run.error]
     order = [i for i, _ in sorted(enumerate(runs), key=lambda pair: pair[1].ended)]
@@ -144,6 +147,7 @@ def batch(server: DevServer, label: str, asked: list[str], timeout_s: float,
     print(
         f"{label} {n:>7} {wall:7.1f} {percentile(seconds, 50):6.1f} {p95:6.1f} "
         f"{max(seconds, default=float('nan')):6.1f} {ratio} {generated / wall:9.2f} "
+        f"{read / wall:10.1f} "
         f"{overtaken(order):>9} {slowest:9.2f} {len(failed):>6}  "
         f"{','.join(str(i + 1) for i in order)}; "
         + ", ".join(f"{len(found[word])} {word}" for word in LOG_ERRORS),
