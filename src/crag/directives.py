@@ -70,9 +70,6 @@ class _Laid:
         self.lines, self.cased_lines = _lines(self.low), _lines(self.laid)
         self.starts = list(accumulate(map(len, self.lines), initial=0))[:-1]
 
-    def unit_at(self, pos: int) -> int:
-        return bisect_right(self.starts, pos) - 1
-
     def end(self, unit: int) -> int:
         return self.starts[unit + 1] if unit + 1 < len(self.starts) else len(self.laid)
 

@@ -18,9 +18,9 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from crag import prompts
 from crag.context import Context
 from crag.retrieval.library import tenant_records
+from crag_lab import prompts
 from crag_lab.dataset import Pair
 
 

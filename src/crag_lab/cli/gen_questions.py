@@ -18,9 +18,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from crag import prompts
 from crag.cli.options import positive_int
 from crag.context import Context
+from crag_lab import prompts
 from crag_lab.construct import (
     CHUNK_OVERLAP,
     CHUNK_SIZE,
