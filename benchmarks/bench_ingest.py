@@ -53,21 +53,17 @@ def _arithmetic(texts: list[str]) -> float:
     """GFLOP of all-MiniLM-L6-v2 over `texts` (6 layers, width 384, feed-forward 1536):
     the matrix products per word piece, and attention's, which grows with length."""
     import numpy as np
-    from tokenizers import Tokenizer
 
-    from crag.models.minilm import MAX_LENGTH, TOKENIZER_PATH
+    from crag.models.minilm import load_tokenizer
 
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=MAX_LENGTH)
-    n = np.array([len(e.ids) for e in tokenizer.encode_batch(texts)], dtype=np.float64)
+    n = np.array([len(e.ids) for e in load_tokenizer().encode_batch(texts)], dtype=np.float64)
     width, ffn, layers = 384, 1536, 6
     per_layer = 2 * (4 * width * width + 2 * width * ffn) * n + 4 * width * n * n
     return float(layers * per_layer.sum() / 1e9)
 
 
 def _matmul_rate() -> float:
-    """GFLOP/s of a float32 matrix product (numpy, every core), best of ten: the
+    """GFLOP/s of a float32 matrix product (numpy, every core), best of eleven: the
     arithmetic speed the embedder's matrix products can approach here."""
     import numpy as np
 

@@ -69,8 +69,7 @@ def percentile(values: list[float], q: int) -> float:
 HEADER = (
     f"{'slots':>5} {'jobs/worker':>11} {'threads':>7} {'wall s':>7} {'p50 s':>6} {'p95 s':>6} "
     f"{'max s':>6} {'p95/alone':>9} {'gen tok/s':>9} {'read tok/s':>10} {'overtaken':>9} "
-    f"{'/ok max s':>9} "
-    f"{'failed':>6}  finish order; server log"
+    f"{'/ok max s':>9} {'failed':>6}  finish order; server log"
 )
 
 #: crag's log line for each call of the local model (crag/models/llamacpp.py).

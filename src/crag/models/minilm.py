@@ -51,6 +51,17 @@ def _verify_sha256(path: Path, expected: str) -> None:
         _VERIFIED.add(key)
 
 
+def load_tokenizer(path: Path = TOKENIZER_PATH, max_length: int = MAX_LENGTH) -> Any:
+    """The model's word-piece tokenizer as the embedder runs it: truncated to
+    `max_length`, unpadded (each length-sorted batch is padded on its own)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
 class MiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime; loads on first use, thread-safe.
 
@@ -95,7 +106,7 @@ class MiniLMEmbeddings(Embeddings):
                 return
             try:
                 import onnxruntime  # noqa: F401  (checked here, loaded by cpu_session)
-                from tokenizers import Tokenizer
+                import tokenizers  # noqa: F401  (checked here, loaded by load_tokenizer)
             except ImportError as exc:
                 raise ProviderError(
                     f"local embeddings need onnxruntime and tokenizers ({exc.name} is "
@@ -117,9 +128,7 @@ class MiniLMEmbeddings(Embeddings):
             if sha:
                 _verify_sha256(Path(model_path), sha)
 
-            tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
-            tokenizer.no_padding()  # we pad per length-sorted batch ourselves
-            tokenizer.enable_truncation(max_length=self.max_length)
+            tokenizer = load_tokenizer(self._tokenizer_path, self.max_length)
 
             session = cpu_session(Path(model_path), 1)  # the batches share out the cores
             workers = self.threads or cpu_count()
