@@ -154,9 +154,12 @@ def main() -> int:
     alone = _embedder_alone(Context(threads=args.threads), texts)
     print(f"the same chunks embedded alone: {alone:.1f} s ({len(texts) / alone:.1f} chunks/s)")
     if Context().models.embeddings == "local":
+        from crag.models.embeddings import embeddings_for
+
+        runtime = embeddings_for(Context(threads=args.threads)).inner.runtime
         work, rate = _arithmetic(texts), _matmul_rate()
         print(
-            f"  its arithmetic: {work:,.0f} GFLOP at {work / alone:.0f} GFLOP/s, "
+            f"  its arithmetic ({runtime}): {work:,.0f} GFLOP at {work / alone:.0f} GFLOP/s, "
             f"{work / alone / rate:.0%} of a float32 matrix product's {rate:.0f} GFLOP/s here"
         )
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
-from requires import CORE, require_module
+from requires import CORE, missing, require_module
 
 from crag.errors import ProviderError
 from crag.models.embeddings import make_embeddings
@@ -79,3 +85,44 @@ def test_batches_respect_token_budget() -> None:
     assert e._batches([0, 1, 2, 3, 4], [10, 10, 10, 40, 60]) == [[0, 1, 2], [3], [4]]
     assert e._batches([0, 1], [300, 300]) == [[0], [1]]  # an over-budget text goes alone
     assert not e.loaded
+
+
+def _require_openvino() -> None:
+    """Found, not imported: importing openvino whole would load its reporting converter."""
+    if importlib.util.find_spec("openvino") is None:
+        missing("the Python package `openvino`", CORE)
+
+
+def test_openvino_runs_the_model_and_agrees_with_onnxruntime(
+    emb: MiniLMEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crag.models import OpenVINOSession
+
+    _require_openvino()
+    texts = [QUESTION, RELEVANT, UNRELATED * 4, "short"]
+    by_openvino = emb.embed_array(texts)
+    assert isinstance(emb._session, OpenVINOSession)
+    assert emb.runtime in ("OpenVINO, bf16", "OpenVINO, f32")
+    monkeypatch.setattr("crag.models.minilm.openvino_session", lambda *_: None)
+    fallback = MiniLMEmbeddings(threads=2)
+    by_onnxruntime = fallback.embed_array(texts)
+    assert fallback.runtime == "onnxruntime, f32"
+    cosines = (by_openvino * by_onnxruntime).sum(axis=1)
+    assert cosines.min() > 0.999, cosines
+
+
+def test_loading_openvino_writes_and_sends_nothing(tmp_path: Path) -> None:
+    """openvino's package import would load its converter, which writes a client id
+    under ~/intel and reports the import; the embedder loads the runtime only."""
+    _require_openvino()
+    code = (
+        "import sys; from crag.models.minilm import MiniLMEmbeddings; "
+        "e = MiniLMEmbeddings(threads=1); e.embed_query('hello'); "
+        "print(type(e._session).__name__, 'openvino_telemetry' in sys.modules)"
+    )
+    env = {**os.environ, "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["OpenVINOSession", "False"], done.stderr
+    assert list(tmp_path.iterdir()) == []

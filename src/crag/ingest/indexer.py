@@ -67,8 +67,9 @@ Event = dict[str, Any]
 EventHandler = Callable[[Event], None]
 
 #: Chunks embedded and written per Chroma call: small enough for smooth progress
-#: and little lost work on a crash, large enough to keep the model busy.
-BATCH_SIZE = 64
+#: and little lost work on a crash, large enough to keep both cores busy and to
+#: spread the fixed cost of a Chroma write.
+BATCH_SIZE = 256
 
 
 def _batched(items: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
