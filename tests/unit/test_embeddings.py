@@ -126,3 +126,22 @@ def test_loading_openvino_writes_and_sends_nothing(tmp_path: Path) -> None:
     )
     assert done.stdout.split() == ["OpenVINOSession", "False"], done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_openvino_cannot_compile_runs_on_onnxruntime(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from crag.models import _import_openvino
+
+    _require_openvino()
+    ov = _import_openvino()
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("Exception from src/inference/src/cpp/core.cpp: no plugin")
+
+    monkeypatch.setattr(ov.Core, "compile_model", refuse)
+    fallback = MiniLMEmbeddings(threads=1)
+    vector = fallback.embed_query(QUESTION)
+    assert fallback.runtime == "onnxruntime, f32"
+    assert len(vector) == DIM and abs(np.linalg.norm(vector) - 1.0) < 1e-5
+    assert "OpenVINO cannot run" in caplog.text and "onnxruntime runs it" in caplog.text

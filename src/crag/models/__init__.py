@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def cpu_count() -> int:
@@ -66,8 +69,9 @@ class OpenVINOSession:
 
 def openvino_session(path: Path, streams: int) -> OpenVINOSession | None:
     """The ONNX model at `path` compiled by OpenVINO for the CPU, `streams` requests at
-    once on one core each, or None where OpenVINO is not installed. OpenVINO computes
-    in bfloat16 where the CPU has those instructions, float32 elsewhere."""
+    once on one core each; None where OpenVINO is not installed or cannot run it (the
+    caller falls back to onnxruntime). OpenVINO computes in bfloat16 where the CPU has
+    those instructions, float32 elsewhere."""
     ov = _import_openvino()
     if ov is None:
         return None
@@ -77,7 +81,11 @@ def openvino_session(path: Path, streams: int) -> OpenVINOSession | None:
         # int8 activations move scores enough to flip decisions; bfloat16 alone does not
         "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
     }
-    compiled = ov.Core().compile_model(str(path), "CPU", settings)
+    try:
+        compiled = ov.Core().compile_model(str(path), "CPU", settings)
+    except Exception as exc:  # OpenVINO raises RuntimeError and its own types
+        log.warning("OpenVINO cannot run %s (%s); onnxruntime runs it", path.name, exc)
+        return None
     return OpenVINOSession(compiled)
 
 
@@ -98,6 +106,9 @@ def _import_openvino() -> Any | None:
     try:
         return importlib.import_module("openvino")  # loaded with a model, not with crag
     except ImportError:
+        return None
+    except Exception as exc:  # installed but broken (a missing shared library, say)
+        log.warning("OpenVINO does not load (%s); onnxruntime runs the embedder", exc)
         return None
     finally:
         if blocked and sys.modules.get(_CONVERTER) is None:
