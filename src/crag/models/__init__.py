@@ -46,7 +46,7 @@ class _Input:
 class OpenVINOSession:
     """An OpenVINO compiled model behind onnxruntime's `run` and `get_inputs`, so a
     caller serves either. Each calling thread gets its own infer request: batches
-    from `streams` threads run side by side, one stream each."""
+    from several threads run side by side, one stream each."""
 
     def __init__(self, compiled: Any) -> None:
         self._compiled = compiled
@@ -54,7 +54,7 @@ class OpenVINOSession:
 
     @property
     def precision(self) -> str:
-        """What its arithmetic runs in here ("bf16" or "f32"), as OpenVINO chose."""
+        """What its arithmetic runs in ("bf16")."""
         return str(self._compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
 
     def get_inputs(self) -> list[_Input]:
@@ -64,25 +64,28 @@ class OpenVINOSession:
         request = getattr(self._local, "request", None)
         if request is None:
             request = self._local.request = self._compiled.create_infer_request()
-        return [request.infer(feeds)[self._compiled.output(0)]]
+        return [request.infer(feeds)[self._compiled.output(0)]]  # a copy, not a view
+
+
+#: How OpenVINO compiles crag's models: bfloat16, without int8 activations (they move
+#: scores enough to flip decisions; bfloat16 alone does not, docs/evaluation.md).
+OPENVINO_SETTINGS = {"INFERENCE_PRECISION_HINT": "bf16", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
 
 def openvino_session(path: Path, streams: int) -> OpenVINOSession | None:
-    """The ONNX model at `path` compiled by OpenVINO for the CPU, `streams` requests at
-    once on one core each; None where OpenVINO is not installed or cannot run it (the
-    caller falls back to onnxruntime). OpenVINO computes in bfloat16 where the CPU has
-    those instructions, float32 elsewhere."""
+    """The ONNX model at `path` compiled by OpenVINO in bfloat16, for `streams` requests
+    side by side (at most one per core); None where OpenVINO is not installed, the CPU
+    has no bfloat16 instructions (float32 on OpenVINO is no faster than onnxruntime) or
+    OpenVINO cannot run the model: the caller falls back to onnxruntime."""
     ov = _import_openvino()
     if ov is None:
         return None
-    settings = {
-        "NUM_STREAMS": str(streams),
-        "INFERENCE_NUM_THREADS": str(streams),
-        # int8 activations move scores enough to flip decisions; bfloat16 alone does not
-        "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
-    }
     try:
-        compiled = ov.Core().compile_model(str(path), "CPU", settings)
+        core = ov.Core()
+        if "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+            return None
+        threads = {"NUM_STREAMS": str(streams), "INFERENCE_NUM_THREADS": str(streams)}
+        compiled = core.compile_model(str(path), "CPU", {**OPENVINO_SETTINGS, **threads})
     except Exception as exc:  # OpenVINO raises RuntimeError and its own types
         log.warning("OpenVINO cannot run %s (%s); onnxruntime runs it", path.name, exc)
         return None
@@ -92,24 +95,27 @@ def openvino_session(path: Path, streams: int) -> OpenVINOSession | None:
 #: Loaded by `import openvino` for model conversion, which crag never does; loading it
 #: reports the import to Intel's analytics unless the user has opted out.
 _CONVERTER = "openvino.tools.ovc"
+_IMPORT_LOCK = threading.Lock()
 
 
 def _import_openvino() -> Any | None:
     """The openvino package with its converter left unloaded (it sends nothing then),
-    or None where OpenVINO is not installed. A later `import` of the converter by the
-    user's own code still works."""
-    if "openvino" in sys.modules:
-        return sys.modules["openvino"]
-    blocked = _CONVERTER not in sys.modules
-    if blocked:
-        sys.modules[_CONVERTER] = None  # type: ignore[assignment]  # openvino skips it
-    try:
-        return importlib.import_module("openvino")  # loaded with a model, not with crag
-    except ImportError:
-        return None
-    except Exception as exc:  # installed but broken (a missing shared library, say)
-        log.warning("OpenVINO does not load (%s); onnxruntime runs the embedder", exc)
-        return None
-    finally:
-        if blocked and sys.modules.get(_CONVERTER) is None:
-            del sys.modules[_CONVERTER]
+    or None where OpenVINO is not installed or does not load. In this process
+    `openvino.convert_model` is then missing; `openvino.tools.ovc` can still be
+    imported by name."""
+    with _IMPORT_LOCK:  # another thread's import must not see the converter blocked
+        blocked = "openvino" not in sys.modules and _CONVERTER not in sys.modules
+        if blocked:
+            sys.modules[_CONVERTER] = None  # type: ignore[assignment]  # openvino skips it
+        try:
+            return importlib.import_module("openvino")  # loaded with a model, not with crag
+        except ModuleNotFoundError as exc:
+            if exc.name != "openvino":
+                log.warning("OpenVINO does not load (%s); onnxruntime runs the embedder", exc)
+            return None
+        except Exception as exc:  # installed but broken (a missing shared library, say)
+            log.warning("OpenVINO does not load (%s); onnxruntime runs the embedder", exc)
+            return None
+        finally:
+            if blocked and sys.modules.get(_CONVERTER, ...) is None:
+                sys.modules.pop(_CONVERTER, None)

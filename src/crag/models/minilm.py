@@ -65,7 +65,8 @@ def load_tokenizer(path: Path = TOKENIZER_PATH, max_length: int = MAX_LENGTH) ->
 
 
 class MiniLMEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime; loads on first use, thread-safe.
+    """all-MiniLM-L6-v2 (int8 ONNX) on OpenVINO or onnxruntime; loads on first use,
+    thread-safe.
 
     Vectors are unit length, so a dot product is the cosine similarity. `threads`
     batches run at once (0: one per core this process may use).
@@ -141,8 +142,8 @@ class MiniLMEmbeddings(Embeddings):
             if workers > 1:
                 self._pool = ThreadPoolExecutor(workers, thread_name_prefix="minilm")
             self._input_names = {i.name for i in session.get_inputs()}
-            # OpenVINO prepares and keeps kernels per input shape: lengths rounded up to
-            # a multiple of 16 share them (faster, and hundreds of MB less memory).
+            # OpenVINO prepares and keeps kernels per input shape: lengths rounded up
+            # (`_width`) share them (faster, and hundreds of MB less memory).
             self._pad_to = 16 if isinstance(session, OpenVINOSession) else 1
             self._tokenizer = tokenizer
             self._session = session
@@ -160,12 +161,13 @@ class MiniLMEmbeddings(Embeddings):
         """Hidden states and special-token masks, per text, without padding."""
         self.load()
         encodings = self._tokenizer.encode_batch(list(texts))
+        widths = [self._width(len(e.ids)) for e in encodings]
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        batches = self._batches(order, [len(e.ids) for e in encodings])
+        batches = self._batches(order, widths)
         out: list[Any] = [None] * len(texts)
 
         def run(idx: list[int]) -> None:
-            width = -(-max(len(encodings[i].ids) for i in idx) // self._pad_to) * self._pad_to
+            width = max(widths[i] for i in idx)
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
             for row, i in enumerate(idx):
@@ -187,6 +189,12 @@ class MiniLMEmbeddings(Embeddings):
         else:
             list(self._pool.map(run, batches))  # list(): a batch's error is raised here
         return out
+
+    def _width(self, n: int) -> int:
+        """The width a text of `n` word pieces is padded to: a multiple of `_pad_to`,
+        or of at most 8 for short texts (strips), where padding costs the most."""
+        step = self._pad_to if n > 64 else min(self._pad_to, 8)
+        return -(-n // step) * step
 
     def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:
         """Group length-sorted texts so a batch holds at most `max_batch_tokens` padded
