@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from crag.context import Context
 from crag.errors import DamagedStore, IngestError, StoreError
-from crag.ingest.chunking import Chunk, chunk_pages, chunker_signature
+from crag.ingest.chunking import Chunk, chunker_signature
 from crag.ingest.discovery import Discovery, discover
-from crag.ingest.loaders import LoadError, load_document, read_bytes, sha256_hex
+from crag.ingest.loaders import LoadError, read_bytes, sha256_hex
 from crag.ingest.lock import home_lock
+from crag.ingest.prefetch import ReadAhead
 from crag.ingest.stored import (
     Stored,
     chunk_id,
@@ -66,9 +67,8 @@ log = logging.getLogger(__name__)
 Event = dict[str, Any]
 EventHandler = Callable[[Event], None]
 
-#: Chunks embedded and written per Chroma call: small enough for smooth progress
-#: and little lost work on a crash, large enough to keep both cores busy and to
-#: spread the fixed cost of a Chroma write.
+#: Chunks embedded and written per Chroma call: small enough for smooth progress and
+#: little lost work on a crash, large enough to spread a Chroma write's fixed cost.
 BATCH_SIZE = 256
 
 
@@ -79,9 +79,6 @@ def _batched(items: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
 
 class _Fatal(Exception):
     """Stops the run: the embedder or the store failed, not one file."""
-
-
-# --- the indexer ------------------------------------------------------------------------------
 
 
 class Ingestor:
@@ -112,6 +109,8 @@ class Ingestor:
         self._marked = False
         self._complete: dict[str, tuple[str, int]] = {}  # source: (version, chunks)
         self._client: ClientAPI | None = None
+        self._read_ahead = ReadAhead(ctx.store.chunk_size, ctx.store.chunk_overlap)
+        self._next: tuple[Path, Stored] | None = None  # the file after the current one
 
     # -- plumbing --
     def _emit(self, event: str, **data: Any) -> None:
@@ -173,6 +172,9 @@ class Ingestor:
                     self._emit("file_done", index=-1, **asdict(report))
                 for index, file in enumerate(found.files):
                     source = found.source(file)
+                    self._next = None
+                    for after in found.files[index + 1 : index + 2]:
+                        self._next = (after, stored.get(found.source(after), Stored()))
                     self._emit("file", index=index, source=source)
                     try:
                         report = self._ingest_file(
@@ -194,6 +196,7 @@ class Ingestor:
             summary.interrupted = True
             raise
         finally:
+            self._read_ahead.close()
             summary.seconds = time.perf_counter() - start
             self._emit("done", summary=summary.to_dict())
         return summary
@@ -274,10 +277,9 @@ class Ingestor:
                 report.chunks = len(stored.version_ids(version))
                 self._complete[source] = (version, report.chunks)
                 return report
-            doc = load_document(file, data)
-            chunks = chunk_pages(
-                doc.pages, doc.kind, self.ctx.store.chunk_size, self.ctx.store.chunk_overlap
-            )
+            doc, chunks = self._read_ahead.load(file, data)
+            if self._next is not None:  # read while this file is embedded
+                self._read_ahead.start(*self._next, self.chunker)
             if not chunks:
                 raise LoadError(file, "no indexable text (only fragments of a few characters)")
         except LoadError as exc:

@@ -34,6 +34,9 @@ class LoadError(Exception):
         self.path = Path(path)
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[LoadError], tuple[Path, str]]:
+        return LoadError, (self.path, self.reason)  # raised in the read-ahead process too
+
 
 @dataclass(frozen=True)
 class Page:
