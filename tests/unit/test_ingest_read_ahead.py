@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,13 +30,22 @@ def ahead() -> Iterator[ReadAhead]:
 def test_a_pdf_read_ahead_is_what_this_process_reads(ahead: ReadAhead) -> None:
     pdf = SAMPLES / "01_lumen_installation_guide.pdf"
     ahead.start(pdf, Stored(), CHUNKER)
-    assert ahead._ahead is not None
-    helper = ahead._ahead[2]
+    assert ahead._ahead is not None and ahead._helper is not None
     doc, chunks = ahead.load(pdf, read_bytes(pdf))
-    assert helper.done() and ahead._ahead is None
+    assert ahead._ahead is None and ahead._helper.poll() is None  # read there, still serving
     here = load_and_chunk(pdf, read_bytes(pdf), 900, 150)
     assert (doc.title, doc.pages, doc.page_count) == (here[0].title, here[0].pages, 3)
     assert [c.text for c in chunks] == [c.text for c in here[1]] and chunks
+
+
+def test_a_helper_that_died_leaves_the_file_to_this_process(ahead: ReadAhead) -> None:
+    pdf = SAMPLES / "03_lumen_billing_refunds.pdf"
+    ahead.start(pdf, Stored(), CHUNKER)
+    assert ahead._helper is not None
+    ahead._helper.kill()
+    doc, _ = ahead.load(pdf, read_bytes(pdf))
+    assert ahead._helper is None
+    assert doc.pages == load_and_chunk(pdf, read_bytes(pdf), 900, 150)[0].pages
 
 
 def test_changed_bytes_are_read_again_here(ahead: ReadAhead, tmp_path: Path) -> None:
@@ -56,7 +67,7 @@ def test_a_pdf_stored_complete_or_not_a_pdf_is_not_read_ahead(
     note = tmp_path / "note.md"
     note.write_text("# A note\n\nNot a PDF.\n")
     ahead.start(note, Stored(), CHUNKER)
-    assert ahead._ahead is None and ahead._pool is None
+    assert ahead._ahead is None and ahead._helper is None
 
 
 def test_a_pdf_the_helper_cannot_read_raises_the_same_error(
@@ -69,4 +80,31 @@ def test_a_pdf_the_helper_cannot_read_raises_the_same_error(
     with pytest.raises(LoadError) as raised:
         ahead.load(bad, read_bytes(bad))
     assert raised.value.path == bad and raised.value.reason.startswith("corrupt PDF")
-    assert ahead._pool is not None  # raised by the helper, not read again here after it broke
+    assert ahead._helper is not None  # raised by the helper, which serves on
+
+
+def test_a_script_without_a_main_guard_ingests_with_the_helper(tmp_path: Path) -> None:
+    """The helper is a plain child process: nothing runs the caller's script again."""
+    home, books = str(tmp_path / "home"), str(SAMPLES)
+    script = tmp_path / "ingest_books.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from crag.context import Context\n"
+        "from crag.ingest import prefetch\n"
+        "from crag.ingest.indexer import ingest_path\n"
+        "served, load = [], prefetch.ReadAhead.load\n"
+        "def counted(self, path, data):\n"
+        "    served.append(self._ahead is not None and self._helper is not None)\n"
+        "    return load(self, path, data)\n"
+        "prefetch.ReadAhead.load = counted\n"
+        f"report = ingest_path(Context(home=Path({home!r})), Path({books!r}))\n"
+        "print(report.chunks_written, report.exit_code, sum(served))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    written, code, by_helper = done.stdout.split()
+    assert int(written) > 0 and code == "0"
+    assert by_helper == "2"  # the second and third of the three PDFs
+    assert "Traceback" not in done.stderr

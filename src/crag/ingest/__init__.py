@@ -3,6 +3,7 @@
 - `loaders`: one file in, its pages out (a one-line reason for every bad file);
 - `chunking`: pages → overlapping chunks that never cross a page;
 - `indexer`: incremental, crash-safe writing into a library collection;
+- `prefetch`: the next PDF read by a helper process while the current one is embedded;
 - `progress`: the terminal display of an ingest run;
 - `graph`: the `crag-ingest` graph for `langgraph dev`.
 """
