@@ -1,10 +1,10 @@
 """The offline embedder: all-MiniLM-L6-v2 as int8 ONNX, on OpenVINO or onnxruntime.
 
 The local embedder avoids torch: sentence-transformers would pull gigabytes of
-CUDA wheels for a 22 MB model. OpenVINO (a default dependency) runs it in bfloat16
+CUDA wheels for a 22 MB model. OpenVINO (a dependency on x86) runs it in bfloat16
 where the CPU has those instructions, much faster with the same decisions
-(docs/evaluation.md); onnxruntime, already Chroma's, runs it where OpenVINO is
-missing. The int8 model ships without tokenizer files, so crag carries the
+(docs/evaluation.md); onnxruntime, already Chroma's, runs it everywhere else.
+The int8 model ships without tokenizer files, so crag carries the
 model's BERT-uncased tokenizer (`crag/data/minilm-tokenizer.json`) and
 reproduces sentence-transformers' pipeline exactly: truncate to 256 word
 pieces, mean-pool over the attention mask, L2-normalise.
