@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import pickle
 import signal
 import subprocess
@@ -65,8 +66,12 @@ class ReadAhead:
             return
         try:
             if self._helper is None:
+                path_now = os.pathsep.join(p for p in sys.path if p)  # crag as found here
                 self._helper = subprocess.Popen(
-                    [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+                    [sys.executable, "-m", __name__],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    env={**os.environ, "PYTHONPATH": path_now},
                 )
             assert self._helper.stdin is not None
             self._helper.stdin.write(
