@@ -57,7 +57,8 @@ class _Arrivals:
 
     def __init__(self) -> None:
         self._came: dict[int, float] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: the garbage collector may run a dead run's `_forget` inside `came`.
+        self._lock = threading.RLock()
 
     def came(self) -> float | None:
         """The current run's arrival; None outside a graph run."""
