@@ -35,9 +35,10 @@ def _rss_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def _embedder_alone(ctx: Any, texts: list[str]) -> float:
+def _embedder_alone(ctx: Any, texts: list[str]) -> tuple[float, str]:
     """Seconds for the ingest's embedder to embed `texts` in the ingest's batch size,
-    nothing else running: what no ingest of these chunks can beat here."""
+    nothing else running: what no ingest of these chunks can beat here; and what ran it
+    (the local embedder's runtime, else the embeddings spec)."""
     from crag.ingest.indexer import BATCH_SIZE
     from crag.models.embeddings import embeddings_for
 
@@ -46,7 +47,8 @@ def _embedder_alone(ctx: Any, texts: list[str]) -> float:
     started = time.perf_counter()
     for i in range(0, len(texts), BATCH_SIZE):
         embed.embed_documents(texts[i : i + BATCH_SIZE])
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    return seconds, str(getattr(embed, "runtime", ctx.models.embeddings))
 
 
 def _arithmetic(texts: list[str]) -> float:
@@ -151,12 +153,9 @@ def main() -> int:
         f"extract+chunk only: {pages} pages, {len(texts)} chunks in {extract_s:.2f} s "
         f"({pages / extract_s:.0f} pages/s)"
     )
-    alone = _embedder_alone(Context(threads=args.threads), texts)
+    alone, runtime = _embedder_alone(Context(threads=args.threads), texts)
     print(f"the same chunks embedded alone: {alone:.1f} s ({len(texts) / alone:.1f} chunks/s)")
     if Context().models.embeddings == "local":
-        from crag.models.embeddings import embeddings_for
-
-        runtime = embeddings_for(Context(threads=args.threads)).inner.runtime
         work, rate = _arithmetic(texts), _matmul_rate()
         print(
             f"  its arithmetic ({runtime}): {work:,.0f} GFLOP at {work / alone:.0f} GFLOP/s, "
