@@ -175,3 +175,24 @@ def test_a_model_openvino_cannot_compile_runs_on_onnxruntime(
     assert fallback.runtime == "onnxruntime, f32"
     assert len(vector) == DIM and abs(np.linalg.norm(vector) - 1.0) < 1e-5
     assert "OpenVINO cannot run" in caplog.text and "onnxruntime runs it" in caplog.text
+
+
+def test_the_first_batches_on_two_threads_at_once_do_not_deadlock() -> None:
+    """OpenVINO's binding sets up numpy's C API on its first call, and two threads doing
+    that at once deadlock. Python switching threads every microsecond makes the race
+    likely (it hung 12 of 30 fresh processes before the embedder made one call first)."""
+    _require_openvino()
+    code = (
+        "import sys; sys.setswitchinterval(1e-6); "
+        "from crag.models.minilm import MiniLMEmbeddings; "
+        "e = MiniLMEmbeddings(threads=2, max_batch_tokens=16); "
+        "print(len(e.embed_documents(['a b c'] * 8)))"
+    )
+    for run in range(8):  # one at a time: processes side by side rarely meet the race
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, timeout=30
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"run {run + 1} of 8 hung")
+        assert done.stdout.split() == ["8"], done.stderr

@@ -142,11 +142,23 @@ class MiniLMEmbeddings(Embeddings):
             if workers > 1:
                 self._pool = ThreadPoolExecutor(workers, thread_name_prefix="minilm")
             self._input_names = {i.name for i in session.get_inputs()}
-            # OpenVINO prepares and keeps kernels per input shape: lengths rounded up
-            # (`_width`) share them (faster, and hundreds of MB less memory).
-            self._pad_to = 16 if isinstance(session, OpenVINOSession) else 1
+            if isinstance(session, OpenVINOSession):
+                # OpenVINO's binding sets up numpy's C API on its first call; two threads
+                # doing so at once deadlock (pybind11), so one call runs here first.
+                ones = np.ones((1, 8), dtype=np.int64)
+                session.run(None, self._feeds(ones, ones))
+                # It prepares and keeps kernels per input shape: lengths rounded up
+                # (`_width`) share them (faster, and hundreds of MB less memory).
+                self._pad_to = 16
             self._tokenizer = tokenizer
             self._session = session
+
+    def _feeds(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """The model's inputs for word-piece `ids` (padding where `mask` is 0)."""
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        return feeds
 
     @property
     def runtime(self) -> str:
@@ -174,10 +186,7 @@ class MiniLMEmbeddings(Embeddings):
                 n = len(encodings[i].ids)
                 ids[row, :n] = encodings[i].ids
                 mask[row, :n] = 1
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self._input_names:
-                feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = self._session.run(None, feeds)[0]
+            hidden = self._session.run(None, self._feeds(ids, mask))[0]
             for row, i in enumerate(idx):
                 n = len(encodings[i].ids)
                 special = np.asarray(encodings[i].special_tokens_mask, dtype=bool)
