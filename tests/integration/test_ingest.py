@@ -28,6 +28,7 @@ from crag.ingest.loaders import load_document
 from crag.ingest.progress import Progress, format_summary
 from crag.ingest.stored import chunk_id
 from crag.retrieval.clients import get_collection, open_client
+from crag.retrieval.library import TEXT_KEY, unpacked
 from crag.retrieval.strip_vectors import STRIPS_KEY
 
 TOPICS = ["gradient descent", "dropout", "attention", "convolution", "kernels", "recurrence"]
@@ -64,12 +65,12 @@ def ctx(tmp_path: Path) -> Context:
 def _rows(ctx: Context, name: str | None = None) -> dict[str, dict[str, Any]]:
     collection = get_collection(open_client(ctx), name or ctx.store.collection)
     got = collection.get(include=["metadatas", "documents"])
-    return {
-        cid: {**(meta or {}), "_text": doc}
-        for cid, meta, doc in zip(
-            got["ids"], got["metadatas"] or [], got["documents"] or [], strict=True
-        )
-    }
+    rows = {}
+    for cid, stored, doc in zip(
+        got["ids"], got["metadatas"] or [], got["documents"] or [], strict=True
+    ):
+        rows[cid] = {**stored, "_document": doc, "_text": unpacked(doc, stored)[0]}
+    return rows
 
 
 def _expected_chunks(path: Path, ctx: Context) -> int:
@@ -98,6 +99,8 @@ def test_ingest_then_rerun_adds_and_embeds_nothing(library: Path, ctx: Context) 
             assert key in meta
         assert meta["content_hash"] == loaders.sha256_hex(meta["_text"])
         assert STRIPS_KEY not in meta
+        # the text is in the metadata: Chroma indexes a document for full-text search
+        assert meta[TEXT_KEY] == meta["_text"] and meta["_document"] is None
         if meta["source"] == "d.pdf":
             assert meta["page"] in ("1", "2") and meta["title"] == "Convolutions and kernels"
         else:

@@ -21,7 +21,7 @@ from crag.ingest.chunking import chunk_pages
 from crag.ingest.indexer import ingest_path
 from crag.ingest.loaders import load_document
 from crag.retrieval.clients import get_collection, open_client
-from crag.retrieval.library import retrieve
+from crag.retrieval.library import retrieve, unpacked
 
 BOOKS = ["02_multilayer_perceptrons.pdf", "05_natural_language_processing.pdf"]
 # internal questions answered by those two books (dev-theory-090, "all weights 0",
@@ -45,8 +45,9 @@ def books_store(d2l_library: IngestedLibrary) -> Context:
 def _chunks_by_source(ctx: Context) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     got = get_collection(open_client(ctx), "books").get(include=["metadatas", "documents"])
     out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for doc, meta in zip(got["documents"] or [], got["metadatas"] or [], strict=True):
-        out.setdefault(str(meta["source"]), []).append((doc or "", dict(meta)))
+    for doc, stored in zip(got["documents"] or [], got["metadatas"] or [], strict=True):
+        text, meta = unpacked(doc, stored)
+        out.setdefault(str(meta["source"]), []).append((text, meta))
     return out
 
 

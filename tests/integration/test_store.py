@@ -18,7 +18,9 @@ from crag.ingest.indexer import ingest_path
 from crag.retrieval import clients
 from crag.retrieval.clients import EMBEDDINGS_KEY, drop_collection, get_collection, open_client
 from crag.retrieval.library import (
+    TEXT_KEY,
     describe,
+    iter_records,
     retrieve,
     retrieve_many,
     to_similarity,
@@ -120,6 +122,26 @@ def test_retrieve_with_the_local_model(ctx: Context, small_library: Path) -> Non
     assert retrieve(ctx, "books", "x", 0) == []
     info = describe(ctx, "books")
     assert info["chunks"] == 3 and info["files"] == 3 and info["embeddings"] == "local"
+
+
+def test_chunks_written_with_their_text_as_the_document_still_read(
+    ctx: Context, small_library: Path
+) -> None:
+    """Stores written before the text moved into the metadata keep it as Chroma's
+    document; a reader sees the same hit either way, without the text among its metadata."""
+    ingest_path(ctx, small_library)
+    question = "Which optimizer adapts the learning rate per parameter?"
+    now = retrieve(ctx, "books", question, 3)
+    assert "running averages" in now[0]["text"]
+    assert all(TEXT_KEY not in hit["metadata"] for hit in now)
+    client = open_client(ctx)
+    got = get_collection(client, "books").get(include=["metadatas", "embeddings"])
+    metas = [dict(m or {}) for m in got["metadatas"] or []]
+    texts = [m.pop(TEXT_KEY) for m in metas]
+    old = get_collection(client, "older", create=True, embeddings="local")
+    old.add(ids=got["ids"], embeddings=got["embeddings"], metadatas=metas, documents=texts)
+    assert retrieve(ctx, "older", question, 3) == now
+    assert sorted(r.text for r in iter_records(old, texts=True)) == sorted(texts)
 
 
 def test_mentions_count_how_often_one_chunk_names_a_phrase(ctx: Context) -> None:

@@ -40,7 +40,7 @@ from crag.ingest import indexer
 from crag.ingest.discovery import discover
 from crag.ingest.indexer import Ingestor, ingest_path
 from crag.retrieval.clients import get_collection, open_client
-from crag.retrieval.library import iter_records
+from crag.retrieval.library import iter_records, unpacked
 
 TOPICS = ("dropout", "attention", "convolution", "recurrence")
 #: A question the small library cannot answer: verdict incorrect, so the web path runs.
@@ -113,9 +113,10 @@ def stored(home: Path, collection: str = "books") -> dict[str, dict[str, Any]]:
     rows = {}
     for i, cid in enumerate(got["ids"]):
         vector = got["embeddings"][i] if got["embeddings"] is not None else []
+        text, meta = unpacked((got["documents"] or [])[i], (got["metadatas"] or [])[i])
         rows[cid] = {
-            "text": (got["documents"] or [])[i],
-            "meta": (got["metadatas"] or [])[i],
+            "text": text,
+            "meta": meta,
             "vector": tuple(round(float(x), 4) for x in vector),
         }
     return rows

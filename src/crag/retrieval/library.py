@@ -11,6 +11,10 @@ can forget the filter. A collection written before tenants existed has no tenant
 key on its chunks; they are the default tenant's, and the next ingest into it
 stamps them so (`adopt_untagged`, metadata only, nothing re-embedded).
 
+A chunk's text is kept in its metadata (`TEXT_KEY`), not as Chroma's document: Chroma
+indexes every document for full-text search, which crag never runs and a local store
+cannot switch off. Chunks written before keep their text as the document; both read.
+
 Chroma's failures come back as one-line `StoreError`s naming the cause and the fix
 (`store_errors`).
 """
@@ -44,6 +48,17 @@ if TYPE_CHECKING:
     from crag.state import Origin, Passage
 
 log = logging.getLogger(__name__)
+
+
+#: Chunk metadata that holds the chunk's text.
+TEXT_KEY = "text"
+
+
+def unpacked(document: str | None, metadata: Any) -> tuple[str, dict[str, Any]]:
+    """A stored chunk's text and the metadata a reader sees (without the text, or the
+    strip vectors an earlier ingest stored)."""
+    meta = {key: v for key, v in (metadata or {}).items() if key != STRIPS_KEY}
+    return str(meta.pop(TEXT_KEY, None) or document or ""), meta
 
 
 def to_similarity(distance: float) -> float:
@@ -159,7 +174,7 @@ def _read_hits(
             if not belongs(metas[i], collection, ctx.store.tenant):
                 others.add(cid)  # a tenant's first ingest running meanwhile, or another writer
                 continue
-            text, meta = docs[i] or "", dict(metas[i] or {})
+            text, meta = unpacked(docs[i], metas[i])
             read.append(text)
             if embedded is not None:
                 texts.append(text)
@@ -167,7 +182,7 @@ def _read_hits(
             chunks[cid] = {
                 "id": cid,
                 "text": text,
-                "metadata": {key: v for key, v in meta.items() if key != STRIPS_KEY},
+                "metadata": meta,
             }
         embedder.remember(texts, vectors)
         remember_strips(embedder, read, ctx.refinement.strip_sentences)
@@ -214,8 +229,8 @@ def iter_records(
             got = collection.get(include=include, limit=page, offset=offset, where=where)
         ids = got["ids"]
         docs = got.get("documents") or [""] * len(ids)
-        for cid, text, meta in zip(ids, docs, got.get("metadatas") or [], strict=False):
-            yield Record(cid, text or "", dict(meta or {}))
+        for cid, document, meta in zip(ids, docs, got.get("metadatas") or [], strict=False):
+            yield Record(cid, *unpacked(document, meta))
         if len(ids) < page:
             return
         offset += len(ids)
@@ -233,13 +248,13 @@ def write(
     texts: Sequence[str],
     metadatas: Sequence[dict[str, Any]],
 ) -> None:
-    """Insert or replace chunks with the vectors crag computed (never Chroma's own)."""
+    """Insert or replace chunks with the vectors crag computed (never Chroma's own), each
+    text in its metadata."""
     with guard(collection, collection.name):
         collection.upsert(
             ids=list(ids),
             embeddings=list(vectors),
-            documents=list(texts),
-            metadatas=list(metadatas),
+            metadatas=[{**m, TEXT_KEY: t} for m, t in zip(metadatas, texts, strict=True)],
         )
 
 
