@@ -4,12 +4,16 @@ Prints pages/s, chunks/s, the share of wall time spent inside the embedding
 model, the same chunks embedded alone by the same model (the speed limit of an
 ingest here) with the ingest's speed as a share of it, peak RSS, and the time of
 a second (unchanged) run as a fraction of the first. With `--against REF`, the
-same books are also ingested by the code of git revision REF (its `src/` in a
-fresh process), and the two are printed side by side. No assertions: figures
-depend on the CPU and on what else runs on it.
+same books are also ingested by the code of git revision REF, side by side.
+
+Every ingest runs in a fresh process (this tree's `src/`, or REF's). A shared
+machine drifts by several percent from one minute to the next, so `--rounds`
+repeats the measurements in turn (the embedder alone, then both ingests, in an
+order that alternates) and the ratios are taken within each round, then their
+median. No assertions: figures depend on the CPU and on what else runs on it.
 
     .venv/bin/python benchmarks/bench_ingest.py [--books DIR] [--threads N] [--quiet]
-        [--against REF]
+        [--against REF] [--rounds N]
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,28 +83,49 @@ def _matmul_rate() -> float:
     return best
 
 
-def _ingest_once(books: Path, threads: int) -> dict[str, float]:
-    """One ingest into a throw-away store by whichever `crag` this process imports."""
+def _ingest_twice(books: Path, threads: int, quiet: bool) -> dict[str, Any]:
+    """An ingest into a throw-away store by whichever `crag` this process imports, then
+    the same again (nothing changed): the child's side of `_ingest_by`."""
     from crag.context import Context
     from crag.ingest.indexer import ingest_path
+    from crag.ingest.progress import Progress
 
     with tempfile.TemporaryDirectory(prefix="crag-bench-") as home:
-        report = ingest_path(Context(home=Path(home), threads=threads), books)
-    return {"seconds": report.seconds, "chunks": report.chunks_written, "pages": report.pages}
+        ctx = Context(home=Path(home), threads=threads)
+        cpu = time.process_time()
+        first = ingest_path(ctx, books, on_event=Progress(quiet=quiet))
+        cpu = time.process_time() - cpu
+        second = ingest_path(ctx, books, on_event=Progress(quiet=True))
+    return {
+        "ok": first.exit_code == 0,
+        "error": first.error,
+        "seconds": first.seconds,
+        "embed_seconds": first.embed_seconds,
+        "chunks": first.chunks_written,
+        "pages": first.pages,
+        "cpu": cpu,
+        "rss_mb": _rss_mb(),
+        "again_seconds": second.seconds,
+        "again_unchanged": second.files_unchanged,
+        "again_embedded": second.chunks_embedded,
+    }
 
 
-def _ingest_by(ref: str, books: Path, threads: int) -> dict[str, float]:
-    """The same ingest by the code of git revision `ref`: its src/ in a fresh process."""
+def _ingest_by(ref: str | None, args: argparse.Namespace) -> dict[str, Any]:
+    """The ingest by this tree's code (`ref` None) or git revision `ref`'s, its src/ in a
+    fresh process."""
     with tempfile.TemporaryDirectory(prefix="crag-bench-src-") as tree:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
-        env = {**os.environ, "PYTHONPATH": str(Path(tree) / "src")}
-        args = [sys.executable, __file__, "--books", str(books), "--threads", str(threads)]
-        done = subprocess.run(
-            [*args, "--ingest-only"], env=env, capture_output=True, text=True, check=True
-        )
+        src = ROOT / "src"
+        if ref is not None:
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True, check=True
+            )
+            subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
+            src = Path(tree) / "src"
+        child = [sys.executable, __file__, "--books", str(args.books), "--ingest-only"]
+        child += ["--threads", str(args.threads), *(["--quiet"] if args.quiet else [])]
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        done = subprocess.run(child, env=env, stdout=subprocess.PIPE, text=True, check=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -109,6 +135,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=0, help="embedder threads (0 = all)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--against", metavar="REF", help="also ingest with revision REF's code")
+    parser.add_argument("--rounds", type=int, default=3, help="measurements of each (default 3)")
     parser.add_argument("--ingest-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not args.books.is_dir():
@@ -118,23 +145,18 @@ def main() -> int:
 
     use_offline_defaults()
     os.environ.pop("CRAG_CHROMA_URL", None)
-    if args.ingest_only:  # the child of --against: print one JSON line
-        import logging
-
-        logging.getLogger("pypdf").setLevel(logging.ERROR)
-        print(json.dumps(_ingest_once(args.books, args.threads)))
-        return 0
-
     import logging
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    if args.ingest_only:  # a child of `_ingest_by`: one JSON line
+        print(json.dumps(_ingest_twice(args.books, args.threads, args.quiet)))
+        return 0
 
     from crag.context import Context
     from crag.ingest.chunking import chunk_pages
     from crag.ingest.discovery import discover
-    from crag.ingest.indexer import ingest_path
     from crag.ingest.loaders import load_document
-    from crag.ingest.progress import Progress
 
-    logging.getLogger("pypdf").setLevel(logging.ERROR)
     files = discover(args.books).files
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"library: {args.books} ({len(files)} files)")
@@ -153,56 +175,69 @@ def main() -> int:
         f"extract+chunk only: {pages} pages, {len(texts)} chunks in {extract_s:.2f} s "
         f"({pages / extract_s:.0f} pages/s)"
     )
-    alone, runtime = _embedder_alone(Context(threads=args.threads), texts)
-    print(f"the same chunks embedded alone: {alone:.1f} s ({len(texts) / alone:.1f} chunks/s)")
+
+    codes: list[str | None] = [None] if args.against is None else [None, args.against]
+    rounds: list[dict[str, Any]] = []
+    runtime = ""
+    for n in range(max(1, args.rounds)):
+        alone, runtime = _embedder_alone(Context(threads=args.threads), texts)
+        ran: dict[str, Any] = {"alone": alone}
+        for ref in codes if n % 2 == 0 else codes[::-1]:  # neither always goes first
+            run = _ingest_by(ref, args)
+            if not run["ok"]:
+                print(f"the ingest by {ref or 'this tree'} failed: {run['error']}")
+                return 1
+            ran[ref or ""] = run
+        rounds.append(ran)
+        mine = ran[""]
+        line = f"round {n + 1}: embedder alone {alone:.1f} s, this tree {mine['seconds']:.1f} s"
+        if args.against:
+            line += f", {args.against} {ran[args.against]['seconds']:.1f} s"
+        print(line, flush=True)
+
+    first, alone = rounds[0][""], rounds[0]["alone"]
+    t1 = first["seconds"]
+    print(f"\nthe same chunks embedded alone: {alone:.1f} s ({len(texts) / alone:.1f} chunks/s)")
     if Context().models.embeddings == "local":
         work, rate = _arithmetic(texts), _matmul_rate()
         print(
             f"  its arithmetic ({runtime}): {work:,.0f} GFLOP at {work / alone:.0f} GFLOP/s, "
             f"{work / alone / rate:.0%} of a float32 matrix product's {rate:.0f} GFLOP/s here"
         )
+    print(f"first ingest: {first['pages']} pages, {first['chunks']} chunks in {t1:.1f} s")
+    print(f"  pages/s:  {first['pages'] / t1:.1f}")
+    print(f"  chunks/s: {first['chunks'] / t1:.1f}")
+    print(
+        f"  inside the embedding model: {first['embed_seconds']:.1f} s "
+        f"({first['embed_seconds'] / t1:.0%} of wall time)"
+    )
+    print(f"  process CPU time: {first['cpu']:.1f} s ({first['cpu'] / t1:.2f} cores busy)")
+    print(f"  peak RSS: {first['rss_mb']:.0f} MB")
+    print(
+        f"re-run (unchanged): {first['again_unchanged']}/{len(files)} unchanged, "
+        f"{first['again_embedded']} embedded, {first['again_seconds']:.2f} s "
+        f"= {first['again_seconds'] / t1:.4f} x first run"
+    )
 
-    with tempfile.TemporaryDirectory(prefix="crag-bench-") as home:
-        ctx = Context(home=Path(home), threads=args.threads)
-        progress = Progress(quiet=args.quiet)
-        cpu0 = time.process_time()
-        first = ingest_path(ctx, args.books, on_event=progress)
-        cpu1 = time.process_time()
-        if first.exit_code != 0:
-            print(f"first run failed: {first.to_dict()['failures']} {first.error}")
-            return 1
-        t1 = first.seconds
-        print(f"\nfirst run: {first.pages} pages, {first.chunks_written} chunks in {t1:.1f} s")
-        print(f"  pages/s:  {first.pages / t1:.1f}")
-        print(f"  chunks/s: {first.chunks_written / t1:.1f}")
-        print(
-            f"  inside the embedding model: {first.embed_seconds:.1f} s "
-            f"({first.embed_seconds / t1:.0%} of wall time)"
-        )
-        print(
-            f"  against the embedder alone: {alone / t1:.0%} of its speed "
-            f"({t1 / alone:.2f}x its time)"
-        )
-        print(f"  process CPU time: {cpu1 - cpu0:.1f} s ({(cpu1 - cpu0) / t1:.2f} cores busy)")
-        print(f"  peak RSS: {_rss_mb():.0f} MB")
-
-        second = ingest_path(ctx, args.books, on_event=Progress(quiet=True))
-        t2 = second.seconds
-        print(
-            f"re-run (unchanged): {second.files_unchanged}/{len(files)} unchanged, "
-            f"{second.chunks_embedded} embedded, {t2:.2f} s = {t2 / t1:.4f} x first run"
-        )
-        print(f"peak RSS after both runs: {_rss_mb():.0f} MB")
+    shares = [r["alone"] / r[""]["seconds"] for r in rounds]
+    print(
+        f"\nagainst the embedder alone, by round: {', '.join(f'{x:.0%}' for x in shares)}; "
+        f"median {statistics.median(shares):.0%} of its speed"
+    )
     if args.against:
-        other = _ingest_by(args.against, args.books, args.threads)
-        print(f"\nside by side, same books ({args.against} in a fresh process, after this code):")
+        ref = args.against
+        print("\nside by side, same books (each ingest in a fresh process), median of rounds:")
         print(f"  {'code':<16}{'seconds':>9}{'chunks/s':>10}{'pages/s':>9}")
-        for name, run in (("this tree", {"seconds": t1}), (args.against, other)):
-            sec = run["seconds"]
-            rates = f"{first.chunks_written / sec:>10.1f}{first.pages / sec:>9.1f}"
+        for name, key in (("this tree", ""), (ref, ref)):
+            sec = statistics.median([r[key]["seconds"] for r in rounds])
+            rates = f"{first['chunks'] / sec:>10.1f}{first['pages'] / sec:>9.1f}"
             print(f"  {name:<16}{sec:>9.1f}{rates}")
-        print(f"  this tree is {other['seconds'] / t1:.2f}x as fast as {args.against}")
-        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        ratios = [r[ref]["seconds"] / r[""]["seconds"] for r in rounds]
+        print(
+            f"  this tree is {statistics.median(ratios):.2f}x as fast as {ref} (by round: "
+            f"{', '.join(f'{x:.2f}' for x in ratios)})"
+        )
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
 
