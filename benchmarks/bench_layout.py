@@ -1,0 +1,114 @@
+"""Layout benchmark: how big the runtime is, and how much of it one question walks through.
+
+Prints the runtime's size (`src/crag`: lines, modules, the largest), then ingests the
+sample library into a new store and follows each demo question from `crag.api.aask` in
+a fresh process (the extractive answerer, so no model is needed): the runtime files
+whose functions run, the functions, and the lines those functions span (nested ones
+counted once; module and class bodies, which run on import, are not counted). A
+newcomer following one question through crag reads those files. No assertions: these
+are figures to compare between revisions.
+
+    .venv/bin/python benchmarks/bench_layout.py [--questions N] [--home DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from inspect import CO_NEWLOCALS
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ROOT / "src" / "crag"
+SAMPLES = ROOT / "samples"
+
+
+def runtime_size() -> dict[str, Any]:
+    """Lines per module of the runtime package."""
+    sizes = {
+        str(p.relative_to(RUNTIME)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in sorted(RUNTIME.rglob("*.py"))
+    }
+    largest = max(sizes, key=sizes.__getitem__)
+    return {
+        "lines": sum(sizes.values()),
+        "modules": len(sizes),
+        "largest": (largest, sizes[largest]),
+        "over_400": sorted(m for m, n in sizes.items() if n > 400),
+    }
+
+
+def trace(question: str) -> dict[str, Any]:
+    """In this process: ask one question and note every runtime function that runs."""
+    prefix = str(RUNTIME) + os.sep
+    spans: dict[str, set[tuple[int, int]]] = {}
+
+    def seen(frame: FrameType, event: str, arg: object) -> None:
+        code = frame.f_code
+        # functions only: a module's or class's body runs once, on import
+        if event == "call" and code.co_flags & CO_NEWLOCALS and code.co_filename.startswith(prefix):
+            last = max((line for *_, line in code.co_lines() if line), default=code.co_firstlineno)
+            spans.setdefault(code.co_filename, set()).add((code.co_firstlineno, last))
+
+    from crag.api import ask
+
+    threading.setprofile(seen)  # crag's nodes run on its background loop's thread
+    sys.setprofile(seen)
+    ask(question, chat_model="extractive")
+    sys.setprofile(None)
+    threading.setprofile(None)
+    lines = {f: set().union(*(range(a, b + 1) for a, b in s)) for f, s in spans.items()}
+    return {
+        "files": {os.path.relpath(f, RUNTIME): sorted(s) for f, s in sorted(lines.items())},
+        "functions": sum(len(s) for s in spans.values()),
+    }
+
+
+def _run(argv: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:3])} failed ({done.returncode}): {done.stderr[-800:]}")
+    return done.stdout
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=7, help="demo questions followed")
+    parser.add_argument("--home", type=Path, default=None, help="a store of the samples")
+    parser.add_argument("--trace", help=argparse.SUPPRESS)  # the child's question
+    args = parser.parse_args()
+    if args.trace is not None:
+        print(json.dumps(trace(args.trace)))
+        return 0
+    size = runtime_size()
+    print(f"runtime: {size['lines']:,} lines in {size['modules']} modules")
+    print(f"largest module: {size['largest'][0]} ({size['largest'][1]} lines)")
+    print(f"modules over 400 lines: {', '.join(size['over_400']) or 'none'}")
+    home = args.home or Path(tempfile.mkdtemp(prefix="crag-bench-layout-"))
+    env = {**os.environ, "CRAG_HOME": str(home), "LANGSMITH_TRACING": "false"}
+    crag = str(Path(sys.executable).with_name("crag"))
+    for folder, collection in (("library", "books"), ("external", "external")):
+        _run([crag, "ingest", str(SAMPLES / folder), "--collection", collection, "-q"], env)
+    lines = SAMPLES.joinpath("questions.jsonl").read_text(encoding="utf-8").splitlines()
+    questions = [json.loads(line)["question"] for line in lines if line.strip()]
+    union: set[tuple[str, int]] = set()
+    print(f"\n{'files':>5} {'functions':>9} {'lines':>6}  question (fresh process, from aask)")
+    for question in questions[: args.questions]:
+        row = json.loads(_run([sys.executable, __file__, "--trace", question], env))
+        ran = {(f, n) for f, numbers in row["files"].items() for n in numbers}
+        union |= ran
+        print(f"{len(row['files']):>5} {row['functions']:>9} {len(ran):>6}  {question[:60]}")
+    files = {f for f, _ in union}
+    print(f"\nall of them: {len(files)} runtime files, {len(union):,} lines of functions that ran")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
