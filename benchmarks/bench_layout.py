@@ -1,8 +1,9 @@
 """Layout benchmark: how big the runtime is, and how much of it one question walks through.
 
-Prints the runtime's size (`src/crag`: lines, modules, the largest), then ingests the
-sample library into a new store and follows each demo question from `crag.api.aask` in
-a fresh process (the extractive answerer, so no model is needed): the runtime files
+Prints the runtime's size (`src/crag`: lines, modules, the largest), the knobs `crag
+config` lists and the README's length. Then it ingests the sample library into a new
+store and follows each demo question from `crag.api.aask` in a fresh process (the
+extractive answerer, so no model is needed): the runtime files
 whose functions run, the functions, and the lines those functions span (nested ones
 counted once; module and class bodies, which run on import, are not counted). A
 newcomer following one question through crag reads those files. No assertions: these
@@ -31,7 +32,10 @@ SAMPLES = ROOT / "samples"
 
 
 def runtime_size() -> dict[str, Any]:
-    """Lines per module of the runtime package."""
+    """Lines per module of the runtime package, the knobs `crag config` lists (the
+    tuning knobs come with --all) and the README's length."""
+    from crag.context import Context
+
     sizes = {
         str(p.relative_to(RUNTIME)): len(p.read_text(encoding="utf-8").splitlines())
         for p in sorted(RUNTIME.rglob("*.py"))
@@ -42,6 +46,8 @@ def runtime_size() -> dict[str, Any]:
         "modules": len(sizes),
         "largest": (largest, sizes[largest]),
         "over_400": sorted(m for m, n in sizes.items() if n > 400),
+        "knobs": sum(not knob.tuning for knob, _ in Context().items()),
+        "readme": len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()),
     }
 
 
@@ -91,6 +97,7 @@ def main() -> int:
     print(f"runtime: {size['lines']:,} lines in {size['modules']} modules")
     print(f"largest module: {size['largest'][0]} ({size['largest'][1]} lines)")
     print(f"modules over 400 lines: {', '.join(size['over_400']) or 'none'}")
+    print(f"knobs `crag config` lists: {size['knobs']}; README: {size['readme']} lines")
     home = args.home or Path(tempfile.mkdtemp(prefix="crag-bench-layout-"))
     env = {**os.environ, "CRAG_HOME": str(home), "LANGSMITH_TRACING": "false"}
     crag = str(Path(sys.executable).with_name("crag"))
