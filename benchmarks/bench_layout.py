@@ -26,6 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from crag.context import Context
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "src" / "crag"
 SAMPLES = ROOT / "samples"
@@ -34,8 +36,6 @@ SAMPLES = ROOT / "samples"
 def runtime_size() -> dict[str, Any]:
     """Lines per module of the runtime package, the knobs `crag config` lists (the
     tuning knobs come with --all) and the README's length."""
-    from crag.context import Context
-
     sizes = {
         str(p.relative_to(RUNTIME)): len(p.read_text(encoding="utf-8").splitlines())
         for p in sorted(RUNTIME.rglob("*.py"))
@@ -87,7 +87,9 @@ def _run(argv: list[str], env: dict[str, str]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=7, help="demo questions followed")
-    parser.add_argument("--home", type=Path, default=None, help="a store of the samples")
+    parser.add_argument(
+        "--home", type=Path, default=None, help="a store of the samples (else a new one)"
+    )
     parser.add_argument("--trace", help=argparse.SUPPRESS)  # the child's question
     args = parser.parse_args()
     if args.trace is not None:
@@ -101,7 +103,11 @@ def main() -> int:
     home = args.home or Path(tempfile.mkdtemp(prefix="crag-bench-layout-"))
     env = {**os.environ, "CRAG_HOME": str(home), "LANGSMITH_TRACING": "false"}
     crag = str(Path(sys.executable).with_name("crag"))
-    for folder, collection in (("library", "books"), ("external", "external")):
+    ctx = Context()
+    for folder, collection in (
+        ("library", ctx.store.collection),
+        ("external", ctx.search.external_collection),
+    ):
         _run([crag, "ingest", str(SAMPLES / folder), "--collection", collection, "-q"], env)
     lines = SAMPLES.joinpath("questions.jsonl").read_text(encoding="utf-8").splitlines()
     questions = [json.loads(line)["question"] for line in lines if line.strip()]
