@@ -3,11 +3,12 @@
 Prints the runtime's size (`src/crag`: lines, modules, the largest), the knobs `crag
 config` lists and the README's length. Then it ingests the sample library into a new
 store and follows each demo question from `crag.api.aask` in a fresh process (the
-extractive answerer, so no model is needed): the runtime files
-whose functions run, the functions, and the lines those functions span (nested ones
-counted once; module and class bodies, which run on import, are not counted). A
-newcomer following one question through crag reads those files. No assertions: these
-are figures to compare between revisions.
+extractive answerer, so no model is needed): the runtime files whose functions run,
+the functions, and the lines those functions span (nested ones counted once; module and
+class bodies, which run on import, are not counted). A newcomer following one question
+through crag reads those files. Functions are counted as code objects, so a lambda or a
+comprehension counts as one. No assertions: these are figures to compare between
+revisions.
 
     .venv/bin/python benchmarks/bench_layout.py [--questions N] [--home DIR]
 """
@@ -23,7 +24,7 @@ import tempfile
 import threading
 from inspect import CO_NEWLOCALS
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 from crag.context import Context
@@ -54,14 +55,11 @@ def runtime_size() -> dict[str, Any]:
 def trace(question: str) -> dict[str, Any]:
     """In this process: ask one question and note every runtime function that runs."""
     prefix = str(RUNTIME) + os.sep
-    spans: dict[str, set[tuple[int, int]]] = {}
+    codes: set[CodeType] = set()
 
     def seen(frame: FrameType, event: str, arg: object) -> None:
-        code = frame.f_code
-        # functions only: a module's or class's body runs once, on import
-        if event == "call" and code.co_flags & CO_NEWLOCALS and code.co_filename.startswith(prefix):
-            last = max((line for *_, line in code.co_lines() if line), default=code.co_firstlineno)
-            spans.setdefault(code.co_filename, set()).add((code.co_firstlineno, last))
+        if event == "call":
+            codes.add(frame.f_code)
 
     from crag.api import ask
 
@@ -70,10 +68,15 @@ def trace(question: str) -> dict[str, Any]:
     ask(question, chat_model="extractive")
     sys.setprofile(None)
     threading.setprofile(None)
-    lines = {f: set().union(*(range(a, b + 1) for a, b in s)) for f, s in spans.items()}
+    # functions only: a module's or class's body runs once, on import
+    ran = [c for c in codes if c.co_flags & CO_NEWLOCALS and c.co_filename.startswith(prefix)]
+    lines: dict[str, set[int]] = {}
+    for code in ran:
+        last = max((line for *_, line in code.co_lines() if line), default=code.co_firstlineno)
+        lines.setdefault(code.co_filename, set()).update(range(code.co_firstlineno, last + 1))
     return {
         "files": {os.path.relpath(f, RUNTIME): sorted(s) for f, s in sorted(lines.items())},
-        "functions": sum(len(s) for s in spans.values()),
+        "functions": len(ran),
     }
 
 
