@@ -1,8 +1,15 @@
-"""The Python entry points: `ask`, `aask` and `astream` over the compiled graph."""
+"""The Python entry points: `ask`, `aask` and `astream` over the compiled graph.
+
+Every provider a run's Context names is checked once, before the run starts
+(`checked`), so that a misspelt grader, source, chat model or embeddings name is one
+line naming the knob (and the environment variable it came from), not a failure deep
+in a node.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
@@ -11,11 +18,15 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StreamMode
 
 from crag.aio import synchronous
-from crag.context import DEFAULT_TENANT, Context
-from crag.errors import StoreError
+from crag.context import DEFAULT_TENANT, ENV_PREFIX, Context
+from crag.errors import ProviderError, StoreError
+from crag.grading.registry import GRADERS
 from crag.graph import Graph, build, compiled, graph
+from crag.models.chat import CHAT_MODELS, EXTRACTIVE
+from crag.models.embeddings import EMBEDDINGS
 from crag.prompts import partial_answer
-from crag.providers import checked
+from crag.registry import Registry
+from crag.retrieval.external import SOURCES, source_names
 from crag.state import InputState, Passage, State, Step, clean_question, with_ratings
 
 
@@ -189,3 +200,34 @@ async def astream(
     ):
         for node, update in chunk.items():
             yield node, update or {}
+
+
+#: Knobs that name a provider, and the registry that knows the names.
+PROVIDER_FIELDS: dict[str, Registry[Any]] = {
+    "grader": GRADERS,
+    "external": SOURCES,
+    "chat_model": CHAT_MODELS,
+    "judge_model": CHAT_MODELS,
+    "embeddings": EMBEDDINGS,
+}
+
+
+def checked(ctx: Context) -> Context:
+    """`ctx`, once every provider it names exists: a misspelt name fails before the run,
+    naming the field (and the environment variable, if the value came from there)."""
+    for field, registry in PROVIDER_FIELDS.items():
+        value = ctx.get(field)
+        if value is None or (value == EXTRACTIVE and registry is CHAT_MODELS):
+            continue
+        if str(value).partition(":")[0] not in registry:
+            env = ENV_PREFIX + field.upper()
+            origin = f" (from {env})" if os.environ.get(env) == value else ""
+            raise ValueError(
+                f"{field}={value!r}{origin}: unknown {registry.kind}; use "
+                f"{', '.join(registry.names())}"
+            )
+    try:
+        source_names(ctx)
+    except ProviderError as exc:
+        raise ValueError(str(exc)) from None
+    return ctx

@@ -2,7 +2,7 @@
 expression building blocks: who is addressed, what is ordered, where an order's verb
 stands, and something to repeat. The lexicon covers English, German, Spanish, French,
 Italian, Portuguese and Dutch, in the folded, lower-cased layout of
-`crag.directive_layout` (no accents).
+`crag.directive_rules` (no accents).
 
 Each word list made with `anchor` also records its words' literal heads in `HEADS`: a
 rule searches only the units that hold one of its anchors' words.

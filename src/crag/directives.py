@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from itertools import accumulate
 from operator import itemgetter
 
-from crag.directive_layout import INVISIBLE, layout
 from crag.directive_lexicon import IMPERATIVE_BEFORE, OPENER_ENDS, OPENING
 from crag.directive_rules import (
     ANCHORS_OF,
     ANCHORS_OF_MARK,
+    INVISIBLE,
     MARKER_RULE,
     NAMED_RULE,
     ORDER_RULE,
@@ -47,6 +47,7 @@ from crag.directive_rules import (
     TRIGGER,
     WEAK_ADDRESSES,
     Rule,
+    layout,
 )
 
 

@@ -15,17 +15,13 @@ from langgraph.types import Send
 
 from crag.aio import iterate_sync, run_sync
 from crag.context import Context
-from crag.nodes.cache_lookup import after_lookup, cache_lookup
-from crag.nodes.condense import condense
 from crag.nodes.generate import generate
 from crag.nodes.grade import grade, grade_part, part_sends
 from crag.nodes.refine import refine
-from crag.nodes.retrieve import retrieve
-from crag.nodes.rewrite import rewrite
-from crag.nodes.split import split
+from crag.nodes.retrieve import after_lookup, cache_lookup, condense, retrieve, split
 from crag.nodes.trail import Node
 from crag.nodes.verify import verify
-from crag.nodes.web_search import web_search
+from crag.nodes.web_search import rewrite, web_search
 from crag.state import InputState, State
 
 NODES: dict[str, Node] = {

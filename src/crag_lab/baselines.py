@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from crag.context import Context
-from crag.grading.base import RelevanceGrader
+from crag.grading.graders import RelevanceGrader
 from crag.grading.registry import make_grader
 from crag.graph import NODES, Graph, compiled
 from crag.nodes.refine import position

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from crag.grading.logistic import LogisticModel
-from crag.grading.outcome import MODEL_FILE, SIGNALS, signals
+from crag.grading.outcome import MODEL_FILE, SIGNALS, LogisticModel, signals
 from crag_lab import plots
 from crag_lab.dataset import Question
 from crag_lab.metrics import calibration, ece_floor, reliability, right_decision

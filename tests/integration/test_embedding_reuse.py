@@ -56,8 +56,8 @@ def test_retrieval_embeds_strips_once_so_grading_embeds_none(
     call), grading then runs no model, and a second read embeds nothing."""
     import asyncio
 
-    from crag.grading.similarity import SimilarityGrader
-    from crag.retrieval.strip_vectors import strip_texts
+    from crag.grading.graders import SimilarityGrader
+    from crag.models.remembering import strip_texts
 
     ctx = Context(home=tmp_path)
     assert ingest_path(ctx, SAMPLES / "library", collection="books").exit_code == 0

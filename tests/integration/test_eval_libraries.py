@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from crag.cli.main import main
-from crag.grading.logistic import LogisticModel
-from crag.grading.outcome import SIGNALS
+from crag.grading.outcome import SIGNALS, LogisticModel
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 PORT = "Which TCP port does the Lumen server's HTTPS API listen on by default?"

@@ -27,9 +27,9 @@ from crag.ingest.indexer import ingest_path
 from crag.ingest.loaders import load_document
 from crag.ingest.progress import Progress, format_summary
 from crag.ingest.stored import chunk_id
+from crag.models.remembering import STRIPS_KEY
 from crag.retrieval.clients import get_collection, open_client
 from crag.retrieval.library import TEXT_KEY, unpacked
-from crag.retrieval.strip_vectors import STRIPS_KEY
 
 TOPICS = ["gradient descent", "dropout", "attention", "convolution", "kernels", "recurrence"]
 

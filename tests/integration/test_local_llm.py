@@ -18,10 +18,9 @@ from requires import LOCAL, require_module
 
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.models import llamacpp
+from crag.models import ARRIVALS, Slots, llamacpp
 from crag.models.chat import make_chat_model
 from crag.models.llamacpp import LlamaCppChatModel, LlamaCppError
-from crag.models.slots import ARRIVALS, Slots
 
 JUDGE_SYSTEM = "You are a strict relevance grader. Answer only 'yes' or 'no'."
 

@@ -14,8 +14,7 @@ import pytest
 from crag.context import Context
 from crag.errors import SearchError
 from crag.grading.decompose import Split, decompose, rule_parts, subjects
-from crag.grading.route import clear_winner, complexity
-from crag.grading.verdict import verdict_of_parts
+from crag.grading.verdict import clear_winner, complexity, verdict_of_parts
 from crag.nodes import web_search as web_search_node
 from crag.nodes.web_search import web_search
 from crag.retrieval.external import source_names

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from crag.api import checked
 from crag.context import KNOBS, Context
-from crag.providers import checked
 from crag.settings import save_settings
 
 

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from crag.context import Context
 from crag.grading.decompose import carried, is_follow_up
-from crag.nodes.condense import earlier_turns, standalone
+from crag.nodes.retrieve import earlier_turns, standalone
 from crag.prompts import partial_answer
 
 

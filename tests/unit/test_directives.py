@@ -15,9 +15,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from crag.directives import _Laid, find_directives, is_directive, without_directives
-from crag.grading.cascade import CascadeGrader
+from crag.grading.graders import CascadeGrader
 from crag.grading.judge import JudgeGrader
-from crag.nodes.citations import number_sources, render_sources
+from crag.nodes.generate import number_sources, render_sources
 from crag.nodes.refine import decompose
 from crag.state import Passage
 

@@ -12,11 +12,10 @@ from crag.grading.coverage import is_specific, key_terms
 from crag.grading.decompose import comparison
 from crag.grading.verdict import decide_verdict
 from crag.graph import graph, route_after_grade
-from crag.nodes.cache_lookup import after_lookup
-from crag.nodes.citations import cited, number_sources
-from crag.nodes.generate import extractive_answer
+from crag.nodes.generate import cited, extractive_answer, number_sources
 from crag.nodes.refine import decompose, knowledge_for, select
-from crag.nodes.rewrite import clean_query
+from crag.nodes.retrieve import after_lookup
+from crag.nodes.web_search import clean_query
 from crag.state import Passage, State
 from crag.text import keyword_query, split_sentences, strips_of
 

@@ -15,9 +15,8 @@ from crag.cli.main import build_parser
 from crag.cli.options import context_from_args
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.grading.cascade import CascadeGrader
+from crag.grading.graders import CascadeGrader, SimilarityGrader
 from crag.grading.registry import make_grader, make_strip_grader, uses_llm, without_llm
-from crag.grading.similarity import SimilarityGrader
 from crag.models.chat import make_chat_model
 from crag.models.embeddings import make_embeddings
 from crag_lab.graders.mean import MeanGrader

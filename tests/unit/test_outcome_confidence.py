@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from crag.grading.logistic import LogisticModel
-from crag.grading.outcome import SIGNALS, probability, shipped, signals
+from crag.grading.outcome import SIGNALS, LogisticModel, probability, shipped, signals
 from crag_lab import confidence
 from crag_lab.dataset import Question
 from crag_lab.metrics import calibration, reliability

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crag.grading.base import QuestionSimilarity
+from crag.grading.graders import QuestionSimilarity
 from crag.grading.question_form import question_type
 from crag.models.embeddings import make_embeddings
 from crag.text import clauses, split_date_stamps

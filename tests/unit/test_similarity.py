@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from fakes import FakeEmbeddings
 
-from crag.grading.similarity import SimilarityGrader
+from crag.grading.graders import SimilarityGrader
 
 QUESTION = "which tcp port does the server listen on by default"
 ANSWERING = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from crag.models.slots import _Arrivals
+from crag.models import _Arrivals
 
 
 def test_a_run_forgotten_inside_another_arrival_does_not_deadlock() -> None:

@@ -8,8 +8,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from crag.errors import ProviderError
-from crag.models.remembering import Remembering
-from crag.retrieval.strip_vectors import remember_strips, strip_texts
+from crag.models.remembering import Remembering, remember_strips, strip_texts
 
 TEXT = (
     "Dropout zeroes activations at random. It acts as a regulariser. "

@@ -17,9 +17,8 @@ from answering import answer_of
 from langgraph.runtime import Runtime
 
 from crag.context import Context
-from crag.nodes.citations import repointed
-from crag.nodes.generate import finished_sentences
-from crag.nodes.rewrite import of_the_question, with_constraints
+from crag.nodes.generate import finished_sentences, repointed
+from crag.nodes.web_search import of_the_question, with_constraints
 from crag.state import Citation, Passage, State, Strip
 
 CASES = [  # question, passage under another constraint, passage under the asked one
@@ -187,7 +186,7 @@ def test_a_model_query_may_name_what_the_library_lacks_in_its_normal_form(
 ) -> None:
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-    import crag.nodes.rewrite as rewriting
+    import crag.nodes.web_search as rewriting
 
     model = FakeListChatModel(responses=["beta parameter adam optimizer"])
     monkeypatch.setattr(rewriting, "make_chat_model", lambda *a, **k: model)
@@ -250,7 +249,7 @@ def test_a_citation_moves_only_to_a_page_that_states_the_sentence_not_just_its_f
 
 
 def test_the_query_keeps_what_the_library_lacks_but_not_a_masked_secrets_words() -> None:
-    from crag.nodes.rewrite import rewrite
+    from crag.nodes.web_search import rewrite
 
     ctx = Context(home=Path("/nonexistent"), chat_model="extractive")
     state: State = {

@@ -101,8 +101,8 @@ def add_context_flags(parser: argparse.ArgumentParser, names: Sequence[str] = RU
 
 def context_from_args(args: argparse.Namespace) -> Context:
     """Context from the environment and settings, overridden by the flags given."""
+    from crag.api import checked
     from crag.grading.registry import without_llm
-    from crag.providers import checked
 
     flags = {*RUN_FLAGS, *STORE_FLAGS, "cache"}
     overrides = {name: getattr(args, name, None) for name in flags}

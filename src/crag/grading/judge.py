@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from crag import prompts
 from crag.directives import without_directives
 from crag.errors import ProviderError
-from crag.grading.base import NEUTRAL
+from crag.grading.graders import NEUTRAL
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from crag.registry import Registry
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from crag.grading.base import RelevanceGrader
+    from crag.grading.graders import RelevanceGrader
 
 #: (context, embeddings, library): `library` is true when the passages are the user's
 #: library's chunks, false for search results (independent pages that repeat a fact).
@@ -70,7 +70,7 @@ def offline_grader(ctx: Context, embeddings: Embeddings, library: bool) -> Relev
 
 @GRADERS.register("similarity", "embedding similarity alone")
 def _similarity(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    from crag.grading.similarity import SimilarityGrader
+    from crag.grading.graders import SimilarityGrader
 
     return SimilarityGrader(embeddings, ctx.grading.strip_weight, ctx.refinement.strip_sentences)
 
@@ -103,7 +103,7 @@ def judge_grader(ctx: Context, embeddings: Embeddings, library: bool) -> Relevan
 
 @GRADERS.register("cascade", "offline for clear cases, the LLM judge for the uncertain band")
 def _cascade(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
-    from crag.grading.cascade import CascadeGrader
+    from crag.grading.graders import CascadeGrader
 
     judge = judge_grader(ctx, embeddings, library)
     first = offline_grader(ctx, embeddings, library)

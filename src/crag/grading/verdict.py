@@ -1,8 +1,15 @@
-"""CRAG's verdict rule, in one place: the grade node and the lab's sweeps both use it.
+"""CRAG's verdict rule and the router, in one place: the grade node and the lab's sweeps
+both use them.
 
 The grade node records what the grader found as `Grades` (no threshold applied yet)
 and `decide` turns them into the verdict at given thresholds, so `crag tune` and
 `crag eval` replay exactly the decision the node made, at any other thresholds.
+
+The router decides which questions may take the fast path: a simple question whose
+best document clearly wins (a score at or above `upper` and a clear gap to the next)
+is answered from that document alone, with no LLM judge, no decomposition and no strip
+work on the others. A complex one (several parts, a comparison, a time constraint, a
+structured value) always takes the full corrective path.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crag.grading.route import clear_winner
+from crag.grading.question_form import read
 from crag.state import Grades, Verdict
 
 
@@ -90,3 +97,25 @@ def decide(grades: Grades, upper: float, lower: float, fast_gap: float | None) -
     else:
         verdict = decide_verdict(scores, upper, lower, missing, grades["unknown"])
     return Decision(verdict, False, good, covered, other, missing)
+
+
+def complexity(question: str, parts: Sequence[str]) -> list[str]:
+    """Why the question needs the full path ([] for a simple question)."""
+    reasons = []
+    reading = read(question)
+    if len(parts) >= 2:
+        reasons.append(f"{len(parts)} parts")
+    if timing := reading.time_constraint:
+        reasons.append(f"time-sensitive ({timing})")
+    if reading.structured:
+        reasons.append("asks for a structured value")
+    return reasons
+
+
+def clear_winner(scores: Sequence[float], upper: float, gap: float) -> bool:
+    """The seeds' score-plus-gap check: the best document at or above `upper`, and at
+    least `gap` ahead of the next."""
+    ranked = sorted(scores, reverse=True)
+    if not ranked or ranked[0] < upper:
+        return False
+    return len(ranked) == 1 or ranked[0] - ranked[1] >= gap

@@ -42,7 +42,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, Field
 
 from crag.errors import ProviderError
-from crag.models import cpu_count
+from crag.models import ARRIVALS, Slots, cpu_count
 from crag.models.model_files import ensure_local_gguf
 from crag.models.openai_format import (
     PASSTHROUGH,
@@ -51,7 +51,6 @@ from crag.models.openai_format import (
     openai_logprobs,
     to_openai_messages,
 )
-from crag.models.slots import ARRIVALS, Slots
 
 DEFAULT_N_CTX = 4096
 

@@ -1,7 +1,13 @@
 """An embedder that remembers: it also serves the vectors the store already holds, so
 grading a chunk that retrieval just returned (with its stored vector) costs no model
 call, and it turns the model's own failures (a server that is down, answers 500 or
-garbage, times out) into a `ProviderError` that names the embeddings."""
+garbage, times out) into a `ProviderError` that names the embeddings.
+
+A retrieved chunk's strips are embedded the first time a question reads the chunk,
+then remembered the same way. Grading scores a candidate by its best strip and
+refinement scores every strip of the graded chunks. Ingest does not embed strips: that
+doubled the cost of every chunk, and most chunks no question reads.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,9 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from crag.directives import without_directives
 from crag.errors import CragError, ProviderError
+from crag.text import strips_of
 
 
 class Remembering(Embeddings):
@@ -110,3 +118,28 @@ class Remembering(Embeddings):
                 f"embeddings {self.name!r} failed: {type(exc).__name__}"
                 + (f": {msg}" if msg else "")
             ) from exc
+
+
+#: Chunk metadata an earlier ingest wrote (the strips' vectors); retrieval drops it.
+STRIPS_KEY = "strip_vectors"
+
+
+def strip_texts(text: str, sentences: int) -> list[str]:
+    """Every strip of `text` that a question may score: the grader's (of the chunk's
+    text), then those refinement reads that differ (of the text without directives).
+    The chunk itself is not among them: its vector is stored anyway."""
+    plain = [s for s in dict.fromkeys(strips_of(text, sentences)) if s and s != text]
+    extra = strips_of(without_directives(text), sentences)
+    return [*plain, *(s for s in dict.fromkeys(extra) if s and s != text and s not in plain)]
+
+
+def remember_strips(embedder: Remembering, texts: Sequence[str], sentences: int) -> int:
+    """Have the embedder know the vectors of every strip of `texts`; returns how many it
+    had to embed. They are kept at float16 precision (cosines move by < 0.001), as
+    stores once kept them, so a score does not depend on when a strip was embedded."""
+    strips = list(dict.fromkeys(s for t in texts for s in strip_texts(t, sentences)))
+    todo = embedder.unknown(strips)
+    if todo:
+        vectors = embedder.embed_array(todo)
+        embedder.remember(todo, vectors.astype(np.float16).astype(np.float32))
+    return len(todo)

@@ -1,2 +1,3 @@
-"""The graph's nodes, one module each (grade's holds grade_part too), `citations` (the
-sources an answer cites) and `trail` (the path every node records)."""
+"""The graph's nodes, by stage: retrieve (condense, cache_lookup, split, retrieve), grade
+(grade, grade_part), web_search (rewrite, web_search), refine, generate (with the
+sources an answer cites) and verify; `trail` holds the path every node records."""

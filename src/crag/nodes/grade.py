@@ -22,9 +22,8 @@ from crag.grading.coverage import coverage_gaps
 from crag.grading.decompose import Split
 from crag.grading.question_form import read
 from crag.grading.registry import make_grader, uses_llm, without_llm
-from crag.grading.route import complexity
-from crag.grading.verdict import decide, fast_winner
-from crag.nodes.split import split_of
+from crag.grading.verdict import complexity, decide, fast_winner
+from crag.nodes.retrieve import split_of
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Grades, Part, PartGrade, PartScores, PartTask, Passage, State
 from crag.text import times_named

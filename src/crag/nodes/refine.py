@@ -21,10 +21,10 @@ from langgraph.runtime import Runtime
 
 from crag.context import Context
 from crag.directives import without_directives
-from crag.grading.base import vectors_of
 from crag.grading.confidence import Weights, rate, signals_of, weights_for
 from crag.grading.conflicts import resolve
 from crag.grading.constraints import stated
+from crag.grading.graders import vectors_of
 from crag.grading.registry import make_strip_grader
 from crag.models.embeddings import embeddings_for
 from crag.nodes.trail import context_of, note, recorded

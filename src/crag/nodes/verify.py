@@ -28,11 +28,12 @@ from crag import cache, prompts
 from crag.context import Context
 from crag.errors import StoreError
 from crag.grading.conflicts import disagreement
-from crag.grading.constraints import Check, Constraint, check, named
+from crag.grading.constraints import Check, Constraint, check
 from crag.grading.outcome import probability, signals
 from crag.grading.question_form import read
 from crag.models.chat import make_chat_model
-from crag.nodes.citations import (
+from crag.nodes.generate import (
+    asked_of,
     citation_of,
     cited,
     label,
@@ -308,17 +309,6 @@ def nothing_found(state: State, ctx: Context) -> str:
             f"{ctx.grading.lower:.2f}."
         )
     return f"({said})" if said else ""
-
-
-def asked_of(state: State) -> list[Constraint]:
-    """What the evidence must meet: the question's years, versions, names and subjects,
-    and the thing a one-part question asks about that the library never writes, however
-    it is typed ("catboost" as much as "CatBoost")."""
-    grades = state.get("grades")
-    reading = read(state["question"])
-    asked = [*reading.constraints, *reading.subjects]
-    never = [named(t) for t in (grades["unknown"] if grades else [])]
-    return list(dict.fromkeys([*asked, *never]))
 
 
 async def outcome(state: State, ctx: Context) -> dict[str, Any]:

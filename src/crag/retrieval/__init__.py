@@ -5,7 +5,6 @@
   tenant's library version) over `clients` (clients, collections, their metadata
   keys), `integrity` (vector indexes checked before Chroma loads them) and
   `store_errors` (Chroma's failures as one line each);
-- `strip_vectors`: a retrieved chunk's strip vectors, embedded when first read;
 - `library_index`: the library's words in any usual spelling, and its boilerplate;
 - `external`: the external sources of the web path, chosen by name; `sql`: the
   read-only SQLite source.

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crag.context import DEFAULT_TENANT, Context
 from crag.errors import StoreError
+from crag.models.remembering import STRIPS_KEY, remember_strips
 from crag.retrieval.clients import (
     EMBEDDINGS_KEY,
     TENANT_KEY,
@@ -38,7 +39,6 @@ from crag.retrieval.clients import (
     open_client,
 )
 from crag.retrieval.store_errors import guard, rebuild_hint
-from crag.retrieval.strip_vectors import STRIPS_KEY, remember_strips
 from crag.retrieval.tenancy import belongs, tenant_where, version_key
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from langchain_core.embeddings import Embeddings
 
 from crag.context import Context
-from crag.grading.base import RelevanceGrader
+from crag.grading.graders import RelevanceGrader
 from crag.grading.registry import GRADERS, judge_grader, offline_grader
 
 

@@ -33,8 +33,8 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from crag.dates import YEAR
-from crag.grading.base import QuestionSimilarity
-from crag.grading.logistic import LogisticModel
+from crag.grading.graders import QuestionSimilarity
+from crag.grading.outcome import LogisticModel
 from crag.grading.question_form import question_type
 from crag.text import MONTHS, bare_word, clauses, normalize, stem, words
 from crag.text import STOPWORDS as STOP

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crag.grading.base import RelevanceGrader
+from crag.grading.graders import RelevanceGrader
 
 
 class MeanGrader:
