@@ -10,7 +10,7 @@ through crag reads those files. Functions are counted as code objects, so a lamb
 comprehension counts as one. No assertions: these are figures to compare between
 revisions.
 
-    .venv/bin/python benchmarks/bench_layout.py [--questions N] [--home DIR]
+    .venv/bin/python benchmarks/bench_layout.py [--questions N] [--home DIR] [--files]
 """
 
 from __future__ import annotations
@@ -93,6 +93,11 @@ def main() -> int:
     parser.add_argument(
         "--home", type=Path, default=None, help="a store of the samples (else a new one)"
     )
+    parser.add_argument(
+        "--files",
+        action="store_true",
+        help="also list each file the questions ran: lines of functions run / lines held",
+    )
     parser.add_argument("--trace", help=argparse.SUPPRESS)  # the child's question
     args = parser.parse_args()
     if args.trace is not None:
@@ -123,6 +128,13 @@ def main() -> int:
         print(f"{len(row['files']):>5} {row['functions']:>9} {len(ran):>6}  {question[:60]}")
     files = {f for f, _ in union}
     print(f"\nall of them: {len(files)} runtime files, {len(union):,} lines of functions that ran")
+    if args.files:
+        held = {f: len((RUNTIME / f).read_text(encoding="utf-8").splitlines()) for f in files}
+        ran_in = {f: sum(1 for g, _ in union if g == f) for f in files}
+        print(f"\n{'ran':>5} {'held':>5}  file (the runtime files the questions ran)")
+        for f in sorted(files):
+            print(f"{ran_in[f]:>5} {held[f]:>5}  {f}")
+        print(f"{len(union):>5} {sum(held.values()):>5}  in all")
     return 0
 
 
