@@ -289,18 +289,21 @@ def _trains(name: str, frozen: int) -> bool:
 def _bottom_states(
     model: Reader, tokenizer: Any, pairs: Sequence[Pair], frozen: int, device: str
 ) -> dict[int, torch.Tensor]:
-    """Each pair's token states after the frozen layers (fp16, unpadded, on the CPU)."""
+    """Each pair's token states after the frozen layers (fp16, unpadded, on the CPU): views
+    into one buffer. A tensor of its own per pair costs several times its data in a
+    fragmented heap, which caps how many pairs fit in memory."""
     model.eval()
-    out: dict[int, torch.Tensor] = {}
-    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].text))
+    lengths = [len(e.ids) for e in tokenizer.encode_batch([(p.question, p.text) for p in pairs])]
+    starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    buffer = torch.empty(starts[-1], HIDDEN, dtype=torch.float16)
+    order = sorted(range(len(pairs)), key=lambda i: -lengths[i])
     for start in range(0, len(order), 64):
         chosen = order[start : start + 64]
         inputs = _batch(tokenizer, [pairs[i] for i in chosen], device)
         states = model.bottom(**inputs, layers=frozen)
         for row, i in enumerate(chosen):
-            n = int(inputs["attention_mask"][row].sum())
-            out[i] = states[row, :n].to("cpu", torch.float16)
-    return out
+            buffer[starts[i] : starts[i + 1]] = states[row, : lengths[i]]
+    return {i: buffer[starts[i] : starts[i + 1]] for i in range(len(pairs))}
 
 
 def _padded(states: list[torch.Tensor], device: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,7 +16,7 @@ from crag.context import Context
 from crag.errors import ProviderError
 from crag.grading.registry import make_grader
 from crag_lab.construct import Candidate, append_rows, build_row
-from crag_lab.graders.reader_onnx import ReaderModel
+from crag_lab.graders.reader_onnx import MAX_LENGTH, ReaderModel, pair_tokenizer
 from crag_lab.reader_data import Pair
 
 TRAIN = "make test (pip install torch==2.13.0 onnx)"
@@ -112,6 +112,36 @@ def test_a_new_reader_is_undecided_and_exports_what_it_computes(base: Path, tmp_
     assert np.all(
         np.isfinite(ReaderModel(small).logits(pairs[0].question, [p.text for p in pairs]))
     )
+
+
+def test_frozen_layers_are_computed_once_and_read_back_as_the_model_computes_them(
+    base: Path,
+) -> None:
+    model = from_minilm(base)
+    torch.nn.init.normal_(model.head.weight, std=1.0)
+    pairs = [
+        Pair(QUESTIONS[k], text, y, k, "passage")
+        for k, fact in FACTS
+        for text, y in ((FILLER + fact.format(80), True), (FILLER[:60], False), (FILLER, False))
+    ]
+    tokenizer = pair_tokenizer(MAX_LENGTH)
+    cached = reader_model._bottom_states(model, tokenizer, pairs, 4, "cpu")
+    # the pairs differ in length, each kept unpadded: a view of its own tokens only
+    lengths = {len(cached[i]) for i in range(len(pairs))}
+    assert len(lengths) >= 3
+    model.eval()
+    with torch.no_grad():
+        states, mask = reader_model._padded([cached[i] for i in range(len(pairs))], "cpu")
+        from_cache = model.top(states, mask, 4).numpy()
+    whole = reader_model.logits_of(model, pairs, "cpu")
+    np.testing.assert_allclose(from_cache, whole, atol=2e-2)  # fp16 states between layers
+    frozen_before = model.layers[0].query.weight.detach().clone()
+    top_before = model.layers[5].query.weight.detach().clone()
+    reader_model.train(
+        model, pairs, epochs=1, lr=1e-3, batch=3, device="cpu", frozen=4, report=lambda _: None
+    )
+    assert torch.equal(model.layers[0].query.weight, frozen_before)
+    assert not torch.equal(model.layers[5].query.weight, top_before)
 
 
 def test_the_command_draws_the_curve_and_saves_a_calibrated_reader(
