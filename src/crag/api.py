@@ -26,6 +26,7 @@ from crag.models.chat import CHAT_MODELS, EXTRACTIVE
 from crag.models.embeddings import EMBEDDINGS
 from crag.prompts import partial_answer
 from crag.registry import Registry
+from crag.retrieval.clients import check_home
 from crag.retrieval.external import SOURCES, source_names
 from crag.state import InputState, Passage, State, Step, clean_question, with_ratings
 
@@ -51,6 +52,7 @@ async def thread_graph(
     if thread_id is None:
         yield graph, RunnableConfig()
         return
+    check_home(ctx)  # a file there is not a missing library
     if not ctx.store.home.is_dir():
         raise StoreError(
             f"no library at {ctx.store.home}: run `crag ingest FOLDER --home {ctx.store.home}`"
@@ -222,9 +224,9 @@ def checked(ctx: Context) -> Context:
         if str(value).partition(":")[0] not in registry:
             env = ENV_PREFIX + field.upper()
             origin = f" (from {env})" if os.environ.get(env) == value else ""
+            names = [*registry.names(), *([EXTRACTIVE] if registry is CHAT_MODELS else [])]
             raise ValueError(
-                f"{field}={value!r}{origin}: unknown {registry.kind}; use "
-                f"{', '.join(registry.names())}"
+                f"{field}={value!r}{origin}: unknown {registry.kind}; use {', '.join(names)}"
             )
     try:
         source_names(ctx)

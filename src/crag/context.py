@@ -11,6 +11,7 @@ the value and where it came from.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -48,7 +49,9 @@ _TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 class Store:
     """Where the library lives and how its books are cut into chunks."""
 
-    home: Path = knob(Path(".crag"), "Data folder: Chroma index, model cache, trained grader.")
+    home: Path = knob(
+        Path(".crag"), "Data folder: Chroma index, answer cache, conversations, settings.json."
+    )
     chroma_url: str | None = knob(
         None, "Chroma server URL (http://host:port); embedded store if unset."
     )
@@ -299,9 +302,13 @@ def knob_named(key: str) -> Knob:
     return found
 
 
+_IGNORED: set[tuple[str, str]] = set()  # (file, name) pairs already warned of
+
+
 def _flat(values: dict[str, Any], origin: str, *, strict: bool = True) -> dict[str, Any]:
     """Knobs by flat name from flat names, `group.field` keys and groups (a mapping or the
-    group's dataclass); an unknown name is an error (`strict`) or ignored."""
+    group's dataclass); an unknown name is an error (`strict`), or, in a settings file
+    that an older crag may have written, ignored with a warning (once per process)."""
     out: dict[str, Any] = {}
     for key, value in values.items():
         if key in GROUPS and isinstance(value, dict | GROUPS[key]):
@@ -313,6 +320,9 @@ def _flat(values: dict[str, Any], origin: str, *, strict: bool = True) -> dict[s
         except ValueError as exc:
             if strict:
                 raise ValueError(f"{exc} (from {origin})") from None
+            if (origin, key) not in _IGNORED:
+                _IGNORED.add((origin, key))
+                logging.getLogger(__name__).warning("%s: ignored %s", origin, exc)
     return out
 
 

@@ -218,6 +218,17 @@ def test_a_failing_external_source_is_reported_and_the_run_goes_on(
         assert "external source failed" in result["answer"]
 
 
+def test_an_external_source_without_its_key_is_an_error(
+    ask_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing key is the user's to fix, as a chat model's is: not a refusal."""
+    monkeypatch.delenv("TAVILY_API_KEY", raising=False)
+    argv = ["ask", OFF_TOPIC, "--home", ask_home, "--no-llm", "--external", "tavily", "--quiet"]
+    code, out, err = cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert_one_line_error(code, err, "external=tavily needs TAVILY_API_KEY")
+
+
 def test_a_grader_failing_on_web_results_is_recorded_not_fatal(
     ask_home: Path, monkeypatch: pytest.MonkeyPatch, tally: Any
 ) -> None:

@@ -23,6 +23,7 @@ from test_faults import (
     RAW_CONTROL,
     assert_one_line_error,
     cli,
+    error_lines,
     sources,
     stored,
     topic_doc,
@@ -77,10 +78,10 @@ def test_a_bad_question_on_the_command_line(
 ) -> None:
     question, message = BAD_QUESTIONS[kind]
     with tried(tally, "bad input", kind):
-        code, out, err = cli(capsys, "ask", question, *_ask(home, "--quiet")[2:])
+        code, out, err = cli(capsys, "ask", question, *_ask(home)[2:])
         assert code == 2 and out == ""
         assert_one_line_error(code, err, "crag ask: error: ", message)
-        assert len(err.splitlines()) == 1
+        assert len(err.splitlines()) == 1  # nothing before it: a bad question is not echoed
 
 
 @pytest.mark.parametrize(
@@ -160,6 +161,11 @@ BAD_FLAGS = {
     "flag: a removed flag": (["--upper", "0.5"], "unrecognized arguments: --upper"),
     "flag: --tenant with a slash": (["--tenant", "acme/x"], "tenant='acme/x' (from argument)"),
     "flag: --tenant empty": (["--tenant", ""], "tenant='' (from argument)"),
+    "flag: --tenant that never ingested": (
+        ["--tenant", "nobody"],
+        "tenant 'nobody' has no library in collection 'books' (its tenants: default)",
+    ),
+    "flag: unknown --chat-model lists every name": (["--chat-model", "gpt"], "extractive"),
     "flag: --set cache_threshold=1.5": (["--set", "cache_threshold=1.5"], "cache_threshold=1.5"),
     "flag: --set cache.size=0": (["--set", "cache.size=0"], "cache_size=0 (from argument)"),
     "flag: --set cache_min_confidence=nan": (
@@ -247,6 +253,33 @@ def test_a_bad_settings_file_names_itself(
         line = assert_one_line_error(code, err, message)
         assert str(path) in line  # the origin: which file to fix
         assert path.read_bytes() == (content if isinstance(content, bytes) else content.encode())
+
+
+def test_an_unknown_knob_in_a_settings_file_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An older crag may have saved a knob this one no longer has: the run goes on, and
+    the warning names the file and the knob (a typo is not lost without notice)."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"uper": 0.7, "lower": 0.2}))
+    with caplog.at_level(logging.WARNING, logger="crag.context"):
+        ctx = Context(home=tmp_path)
+        Context(home=tmp_path)
+    assert ctx.grading.lower == 0.2 and ctx.grading.upper == Context().grading.upper
+    warned = [r.getMessage() for r in caplog.records if "uper" in r.getMessage()]
+    assert len(warned) == 1 and str(path) in warned[0] and "unknown knob 'uper'" in warned[0]
+
+
+def test_a_chat_whose_questions_fail_exits_non_zero(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each failing question prints its error and the chat goes on; a script still learns."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{'x' * 50}\n{ANSWERABLE}\n"))
+    argv = _ask(home, "--set", "max_question_chars=40")[2:]  # the flags, not the question
+    code, out, err = cli(capsys, "chat", *argv)
+    assert code == 2 and "Traceback" not in err
+    assert len(error_lines(err)) == 1 and "max_question_chars" in error_lines(err)[0]
+    assert "sources:" in out or "could not find" in out  # the second question was answered
 
 
 def test_a_settings_file_that_is_not_an_object_is_an_error(

@@ -15,6 +15,7 @@ patched in where crag builds its model.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -34,8 +35,10 @@ from fakes import FakeEmbeddings
 from processes import free_port
 from requires import CORE, require_command
 
+from crag.api import ask
 from crag.cli.main import main
 from crag.context import Context
+from crag.errors import StoreError
 from crag.ingest import indexer
 from crag.ingest.indexer import Ingestor
 from crag.models.remembering import Remembering
@@ -312,6 +315,7 @@ def test_bad_store_inputs_get_one_line_and_create_nothing(
     kind: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     fake_model: Callable[[int], None],
     tally: Any,
 ) -> None:
@@ -326,6 +330,11 @@ def test_bad_store_inputs_get_one_line_and_create_nothing(
     ok = code != 0 and one_line(err) and tree(tmp_path) == before
     assert ok, (code, err, tree(tmp_path) - before)
     assert re.search(case["match"], err), err
+    # a conversation fails the same way, before its first question
+    monkeypatch.setattr("sys.stdin", io.StringIO(QUESTION + "\n"))
+    code, out, err = crag(capsys, "chat", *argv, *ASK[:-1])
+    ok_chat = code == 2 and out == "" and one_line(err) and tree(tmp_path) == before
+    assert ok_chat and re.search(case["match"], err), (code, err)
     if for_ingest:
         code, _, err = crag(capsys, "ingest", str(lib), *argv, "-q")
         made = tree(tmp_path) - before
@@ -335,6 +344,13 @@ def test_bad_store_inputs_get_one_line_and_create_nothing(
         assert ok_ingest, (code, err, made)
         ok = ok and ok_ingest
     tally("bad input", kind, ok)
+
+
+def test_a_thread_in_a_home_that_is_a_file_is_told_so(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a folder")
+    ctx = Context(home=tmp_path / "afile", chat_model="extractive", external="none")
+    with pytest.raises(StoreError, match="afile is not a folder"):
+        ask(QUESTION, context=ctx, thread_id="t1")
 
 
 def test_a_missing_collection_is_named_and_not_created(

@@ -31,7 +31,7 @@ from crag.grading.confidence import (
     weights_for,
 )
 from crag.grading.outcome import probability, signals
-from crag.grading.question_form import slot, time_sensitive
+from crag.grading.question_form import measure, slot, time_sensitive
 from crag.models.remembering import Remembering
 from crag.nodes import refine as refine_module
 from crag.nodes.refine import deduplicate, refine
@@ -112,6 +112,18 @@ def test_the_newer_source_wins_and_the_answer_names_the_conflict() -> None:
     )
     assert "5570" in plain["answer"] and "5680" in plain["answer"]
     assert plain["conflicts"] == [] and "disagree" not in plain["answer"]
+
+
+def test_a_number_of_another_quantity_is_no_conflict() -> None:
+    """The question asks for a port: the user a broker runs as is not one, though the
+    sentence speaks of the broker's default listener."""
+    assert measure(QUESTION) == "port" and measure("How many snapshots are kept?") is None
+    other = "The default listener of the Tessaro broker runs as user 1500 on the host."
+    out = run([doc("docs", FRESH, age_days=30), doc("guide", other, age_days=30)])
+    assert {s["doc_id"] for s in out["kept_strips"]} == {"docs", "guide"}
+    assert out["conflicts"] == [] and "disagree" not in out["answer"]
+    stale = run([doc("docs", FRESH, age_days=30), doc("old", STALE, age_days=900)])
+    assert stale["conflicts"]  # a port of another value still is one
 
 
 def test_with_authority_reversed_the_authoritative_source_wins() -> None:

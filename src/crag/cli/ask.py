@@ -10,7 +10,7 @@ import sys
 import textwrap
 from typing import Any
 
-from crag.cli.options import add_context_flags, context_from_args
+from crag.cli.options import add_context_flags, asking_context
 from crag.text import printable
 
 NAME = "ask"
@@ -37,7 +37,7 @@ def progress(node: str, update: dict[str, Any]) -> None:
     step = (update.get("path") or [{}])[-1]
     seconds = step.get("seconds", 0.0)
     detail = printable(str(step.get("detail", "")))
-    print(f"  {node:<10} {seconds:6.2f}s  {detail}", file=sys.stderr)
+    print(f"  {node:<12} {seconds:6.2f}s  {detail}", file=sys.stderr)  # cache_lookup fits
 
 
 def where(doc: dict[str, Any], page_word: str = "page") -> str:
@@ -126,17 +126,15 @@ def streamed(piece: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from crag.api import ask, summary  # LangGraph and the models: not for --help
     from crag.models.chat import EXTRACTIVE
-    from crag.retrieval.clients import check_collection_name
+    from crag.state import clean_question
 
-    ctx = context_from_args(args)
-    check_collection_name(ctx.store.collection)  # a usage error, whatever the store holds
-    if ctx.search.external == "local":
-        check_collection_name(ctx.search.external_collection)
+    ctx = asking_context(args)
+    question = clean_question(args.question, ctx.retrieval.max_question_chars)  # before echoing
     show = not (args.quiet or args.json)
     if show:
-        print(f"question: {printable(args.question)}", file=sys.stderr)
+        print(f"question: {printable(question)}", file=sys.stderr)
     state = ask(
-        args.question,
+        question,
         context=ctx,
         thread_id=args.thread,
         on_step=progress if show else None,

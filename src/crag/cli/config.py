@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             textwrap.fill(knob.description, 88, initial_indent=" " * 6, subsequent_indent=" " * 6)
         )
-    print("\nset one with --set NAME=VALUE, CRAG_NAME=VALUE or HOME/settings.json")
+    print("\nset one with --set NAME=VALUE, CRAG_NAME=VALUE or CRAG_HOME/settings.json")
     if not args.all:
         hidden = sum(knob.tuning for knob, _ in ctx.items())
         print(f"{hidden} tuning knobs (thresholds, weights, switches) are listed with --all")

@@ -79,6 +79,8 @@ def values(sentences: Sequence[str], kind: str, question: str) -> set[str]:
     """The values of the asked kind the sentences state, less those the question states."""
     if kind == "name":
         return {v for s in sentences for v in names_in(s, question)}
+    if kind == "number" and (quantity := read(question).measure):
+        sentences = [s for s in sentences if stems(quantity) <= stems(s)]  # a port's number
     asked = stated(question, kind)
     return {v for s in sentences for v in stated(s, kind)} - asked
 

@@ -211,8 +211,8 @@ async def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if search.done:
             break
         try:
-            source = make_source(ctx, name)
-        except (SearchError, ProviderError) as exc:
+            source = make_source(ctx, name)  # a missing key or package is the user's to fix:
+        except SearchError as exc:  # ProviderError goes up, as a chat model's does
             search.errors.append(str(exc))
             continue
         searches, why_not = plan(ctx, state, name, search.targets)

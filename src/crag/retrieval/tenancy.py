@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from crag.context import DEFAULT_TENANT, Context
+from crag.errors import StoreError
 from crag.retrieval import clients
 from crag.retrieval.store_errors import guard
 
@@ -53,6 +54,19 @@ def library_version(ctx: Context, collection_name: str) -> str:
         return str(metadata[clients.VERSION_KEY])
     with guard(collection, collection_name):
         return f"count:{collection.count()}"
+
+
+def check_tenant(ctx: Context) -> None:
+    """The run's tenant must have written to the library collection: a misspelt tenant
+    would otherwise see an empty library and decline every question."""
+    if library_version(ctx, ctx.store.collection) != "empty":
+        return
+    collection = clients.get_collection(clients.open_client(ctx), ctx.store.collection)
+    known = sorted(tenants_of(collection)) or [DEFAULT_TENANT]
+    raise StoreError(
+        f"tenant {ctx.store.tenant!r} has no library in collection {ctx.store.collection!r} "
+        f"(its tenants: {', '.join(known)}); ingest with --tenant {ctx.store.tenant} first"
+    )
 
 
 def is_untagged(collection: Collection) -> bool:
