@@ -11,9 +11,9 @@ extractive and Tavily is played by a loopback fake, so the commands are the READ
 own words.
 
 Exempt, with their reason: `make ...` lines (`make test` is this suite itself; `make
-demo` is `crag demo`, which runs here), and the lab's jobs (`crag eval`, `crag tune`,
-`crag train-grader`: minutes to an hour each on the dev set; their commands are tested
-on small inputs in test_eval_cli.py and test_train_grader.py).
+demo` is `crag demo`, which test_demo.py runs), and the lab's jobs (`crag eval`, `crag
+tune`, `crag train-grader`: minutes to an hour each on the dev set; their commands are
+tested on small inputs in test_eval_cli.py and test_train_grader.py).
 """
 
 from __future__ import annotations

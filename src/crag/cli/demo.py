@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from crag.cli.ask import progress, render
 from crag.cli.options import add_context_flags, context_from_args
@@ -36,6 +37,15 @@ def default_samples() -> Path | None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=Path, default=None, help="samples folder")
     add_context_flags(parser)
+
+
+def holds_answer(item: dict[str, Any], result: dict[str, Any]) -> bool:
+    """Whether the answer states one of the facts the sample expects, or declines where
+    it expects none: the verdict alone does not say whether the answer is right."""
+    if not item["answers"]:
+        return not result["answered"]
+    text = result["answer"].lower()
+    return bool(result["answered"]) and any(a.lower() in text for a in item["answers"])
 
 
 def _ingest(ctx: Context, folder: Path, collection: str) -> int:
@@ -70,14 +80,17 @@ def run(args: argparse.Namespace) -> int:
         rows.append((item, result, time.perf_counter() - start))
         print(printable(render(result)), flush=True)
     print("\n== summary")
-    print(f"{'expected':<10} {'verdict':<10} {'seconds':>7}  question")
+    print(f"{'expected':<10} {'verdict':<10} {'answer':<7} {'seconds':>7}  question")
     for item, result, seconds in rows:
+        mark = "holds" if holds_answer(item, result) else "misses"
         print(
-            f"{item['expected_verdict']:<10} {result['verdict']:<10} {seconds:7.1f}  "
-            f"{item['question'][:70]}"
+            f"{item['expected_verdict']:<10} {result['verdict']:<10} {mark:<7} {seconds:7.1f}  "
+            f"{item['question'][:60]}"
         )
     matched = sum(item["expected_verdict"] == result["verdict"] for item, result, _ in rows)
+    held = sum(holds_answer(item, result) for item, result, _ in rows)
     print(f"verdicts as expected: {matched}/{len(rows)}")
+    print(f"answers stating the expected fact (or declining where none is): {held}/{len(rows)}")
     home = f" --home {ctx.store.home}" if ctx.origin("home") == "argument" else ""
     print(f'\nnext: crag ask "your question"{home}   (or: crag chat{home}, langgraph dev)')
     return 0
