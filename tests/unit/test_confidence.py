@@ -31,7 +31,7 @@ from crag.grading.confidence import (
     weights_for,
 )
 from crag.grading.outcome import probability, signals
-from crag.grading.question_form import measure, slot, time_sensitive
+from crag.grading.question_form import slot, time_sensitive
 from crag.models.remembering import Remembering
 from crag.nodes import refine as refine_module
 from crag.nodes.refine import deduplicate, refine
@@ -114,16 +114,21 @@ def test_the_newer_source_wins_and_the_answer_names_the_conflict() -> None:
     assert plain["conflicts"] == [] and "disagree" not in plain["answer"]
 
 
-def test_a_number_of_another_quantity_is_no_conflict() -> None:
-    """The question asks for a port: the user a broker runs as is not one, though the
-    sentence speaks of the broker's default listener."""
-    assert measure(QUESTION) == "port" and measure("How many snapshots are kept?") is None
-    other = "The default listener of the Tessaro broker runs as user 1500 on the host."
-    out = run([doc("docs", FRESH, age_days=30), doc("guide", other, age_days=30)])
-    assert {s["doc_id"] for s in out["kept_strips"]} == {"docs", "guide"}
-    assert out["conflicts"] == [] and "disagree" not in out["answer"]
-    stale = run([doc("docs", FRESH, age_days=30), doc("old", STALE, age_days=900)])
-    assert stale["conflicts"]  # a port of another value still is one
+def test_two_strips_of_a_source_are_not_read_as_one_sentence() -> None:
+    """A page that ends mid-sentence ("... and pass the file; it runs as user 1500.")
+    beside another strip of its source: joined, the two would make one sentence that
+    speaks of the question and states 1500; strip by strip neither does."""
+    near = "The Tessaro broker guide covers the default listener and the port."
+    cut = "and pass the file in as /etc/tessaro.conf; the image runs as user 1500."
+    strips: list[Strip] = [
+        {"doc_id": "docs", "text": FRESH, "score": 0.9, "position": 0},
+        {"doc_id": "guide", "text": near, "score": 0.9, "position": 1},
+        {"doc_id": "guide", "text": cut, "score": 0.5, "position": 2},
+    ]
+    docs = [doc("docs", FRESH), doc("guide", f"{near} {cut}")]
+    found = conflicts.claimants(QUESTION, "number", strips, docs)
+    assert [c.values for c in found] == [{"5680"}, set()]
+    assert conflicts.settle(found, weights_for(ctx(), QUESTION)[0], "rule")[0] is None
 
 
 def test_with_authority_reversed_the_authoritative_source_wins() -> None:

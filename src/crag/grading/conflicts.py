@@ -79,8 +79,6 @@ def values(sentences: Sequence[str], kind: str, question: str) -> set[str]:
     """The values of the asked kind the sentences state, less those the question states."""
     if kind == "name":
         return {v for s in sentences for v in names_in(s, question)}
-    if kind == "number" and (quantity := read(question).measure):
-        sentences = [s for s in sentences if stems(quantity) <= stems(s)]  # a port's number
     asked = stated(question, kind)
     return {v for s in sentences for v in stated(s, kind)} - asked
 
@@ -134,7 +132,9 @@ def claimants(
     for group in groups.values():
         ids = list(dict.fromkeys(s["doc_id"] for s in group))
         best = max((by_id[i] for i in ids), key=lambda d: (d.get("confidence", 0), -rank[d["id"]]))
-        facts = fact_sentences(question, " ".join(s["text"] for s in group))
+        # strip by strip: two strips of a source joined would make one sentence of the
+        # end of one and the start of another
+        facts = [f for s in group for f in fact_sentences(question, s["text"])]
         if facts:
             found.append(Claimant(best, ids, group, facts, values(facts, kind, question)))
     return sorted(found, key=lambda c: (-c.doc.get("confidence", 0.0), rank[c.doc["id"]]))

@@ -4,7 +4,7 @@ question's form, and `read`, which gives a question's whole reading as one value
 - `question_type`: the kind of span that answers it (a year, a date, a number, a
   person, a place, an entity), for the feature grader;
 - `slot`: the one value it asks for (`number`, `year`, `date`, `version`, `name`), the
-  value sources may disagree on, and `measure`, the quantity a number is of ("port");
+  value sources may disagree on;
 - `time_sensitive` / `time_constraint`: whether the answer depends on when it is asked
   ("the latest version", "the current price", "as of 2025"): the newer source is more
   likely right, and the question takes the full corrective path;
@@ -134,15 +134,6 @@ _NOW = re.compile(
 )
 
 
-def measure(question: str) -> str | None:
-    """The quantity a `number` question names ("port", "limit", "price"): a number
-    states it only in a sentence that names it too. None when it names none."""
-    if slot(question) != "number":
-        return None
-    found = _MEASURE.search(" ".join(normalize(question).lower().split()))
-    return found.group() if found else None
-
-
 def time_sensitive(question: str) -> str | None:
     """Why the question's answer depends on when it is asked (the words that say so),
     or None when it does not."""
@@ -213,10 +204,6 @@ class Question:
     @cached_property
     def slot(self) -> str | None:
         return slot(self.text)
-
-    @cached_property
-    def measure(self) -> str | None:
-        return measure(self.text)
 
     @cached_property
     def time_sensitive(self) -> str | None:
