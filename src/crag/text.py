@@ -237,6 +237,11 @@ def printable(text: str, *, one_line: bool = False) -> str:
     return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def counted(n: int, noun: str) -> str:
+    """`n` things, for a person to read: "1 source", "3 sources"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def brief(text: object, limit: int = 160) -> str:
     """One short line of any text (an error that quotes a whole reply): its first line,
     cut at `limit` characters, for a log warning a person can read."""

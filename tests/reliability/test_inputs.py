@@ -184,6 +184,7 @@ def test_a_bad_flag_value(
         code, out, err = cli(capsys, *_ask(home, "--quiet", *flags))
         assert code == 2 and out == ""
         assert_one_line_error(code, err, message)
+        assert len(err.strip().splitlines()) == 1, err  # no usage block: --help has it
 
 
 def test_with_v_the_same_error_shows_its_traceback(

@@ -200,7 +200,7 @@ def test_the_web_path_adds_search_results_and_leaves_the_verdict_and_library_alo
     assert sources["local"].searches == [["sgd batches", question]]
     assert [d["id"] for d in out["web_docs"]] == ["w"] and out["web_docs"][0]["score"] == 0.9
     assert set(out) == {"web_docs", "web_error", "searched", "redacted", "path"}
-    assert out["searched"] == ["local: 1 results, best 0.90"]
+    assert out["searched"] == ["local: 1 result, best 0.90"]
 
 
 def test_only_the_uncovered_part_of_a_comparison_is_searched(sources: dict[str, Source]) -> None:

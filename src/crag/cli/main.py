@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from crag.cli import ask, chat, config, demo, ingest
 from crag.errors import CragError
@@ -37,8 +37,15 @@ def plugged_in() -> list[ModuleType]:
     return commands
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse whose usage errors are one line, as crag's others are; --help has the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crag", description=__doc__.splitlines()[0])
+    parser = OneLineErrors(prog="crag", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in [ingest, ask, chat, demo, config, *plugged_in()]:

@@ -27,7 +27,7 @@ from crag.grading.question_form import read
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Citation, Draft, Passage, State, Strip, documents_seen
-from crag.text import brief, content_words, sentence_key, split_sentences, stem, stems
+from crag.text import brief, content_words, counted, sentence_key, split_sentences, stem, stems
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,10 @@ async def draft(
 
     def fallback(why: str, detail: str, raw: str = "") -> tuple[str, str]:
         if text := finished_sentences(raw, len(numbered)):
-            return text, f"{len(numbered)} sources; the reply's finished sentences ({detail})"
+            return (
+                text,
+                f"{counted(len(numbered), 'source')}; the reply's finished sentences ({detail})",
+            )
         return f"({why}; best passages shown.) " + extractive_answer(numbered), FALLBACK + detail
 
     try:
@@ -150,7 +153,7 @@ async def draft(
         return fallback("The language model's reply could not be read", "unreadable reply", content)
     if not parsed.found or not parsed.answer.strip():
         return None, "model found no answer"
-    return parsed.answer.strip(), f"{len(numbered)} sources"
+    return parsed.answer.strip(), counted(len(numbered), "source")
 
 
 def asked_of(state: State) -> list[Constraint]:

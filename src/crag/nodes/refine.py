@@ -29,7 +29,7 @@ from crag.grading.registry import make_strip_grader
 from crag.models.embeddings import embeddings_for
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Passage, State, Strip, rating_of
-from crag.text import strips_of
+from crag.text import counted, strips_of
 
 # Position = document rank * STRIDE + strip index, so sorting restores reading order.
 STRIDE = 10_000
@@ -242,7 +242,9 @@ async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     pool = settled.evidence + [s for s in pool if s not in settled.evidence]
     pool = [s for s in pool if s["doc_id"] not in settled.dropped]
     kept = pick(pool, ctx.refinement.max_strips, split_at)
-    detail = f"kept {len(kept)} of {len(strips)} strips from {len(docs)} documents"
+    detail = (
+        f"kept {len(kept)} of {counted(len(strips), 'strip')} from {counted(len(docs), 'document')}"
+    )
     if duplicates:
         detail += f"; {duplicates} repeating a more confident strip dropped"
     if settled.said:

@@ -30,6 +30,7 @@ from crag.retrieval.library import hit_to_passage
 from crag.retrieval.library import retrieve as library_retrieve
 from crag.retrieval.library_index import without_boilerplate
 from crag.state import Passage, QuestionSplit, State, clean_question, fresh_run
+from crag.text import counted
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ async def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     depth = max(ctx.retrieval.k, ctx.retrieval.candidates)  # all scored; grade keeps the best k
     found = await nearest(ctx, state["question"], depth)
     docs, dropped = await asyncio.to_thread(without_boilerplate, ctx, ctx.store.collection, found)
-    detail = f"{len(docs)} chunks from {ctx.store.collection!r}"
+    detail = f"{counted(len(docs), 'chunk')} from {ctx.store.collection!r}"
     if dropped:
         detail += f" ({dropped} of boilerplate only dropped)"
     parts = split_of(state).parts

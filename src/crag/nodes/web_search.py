@@ -30,7 +30,7 @@ from crag.redact import redact, without_masked
 from crag.retrieval.external import ExternalSearch, make_source, source_names
 from crag.retrieval.library_index import without_boilerplate
 from crag.state import Passage, State
-from crag.text import content_words, keyword_query
+from crag.text import content_words, counted, keyword_query
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class Search:
                     self.best[target] = score
         self.external.extend(graded)
         top = max((d["score"] for d in graded), default=0.0)
-        self.tried.append(f"{source.name}: {len(graded)} results, best {top:.2f}")
+        self.tried.append(f"{source.name}: {counted(len(graded), 'result')}, best {top:.2f}")
 
 
 def plan(ctx: Context, state: State, name: str, targets: list[str]) -> tuple[list[list[str]], str]:
