@@ -37,7 +37,7 @@ def test_a_structured_question_is_answered_from_the_database(
     result = summary(ask(QUESTION, context=ctx))
     assert result["route"] == "full"  # a price: structured, never the fast path
     assert result["verdict"] != "correct"  # the library knows no Nebula plans
-    assert any(s.startswith("sql: ") and "results" in s for s in result["searched"])
+    assert any(s.startswith("sql: ") and " result" in s for s in result["searched"])
     assert "79" in result["answer"]
     [citation] = [c for c in result["citations"] if c["source"] == "plans.sqlite"]
     assert citation["query"].startswith("WITH q(text) AS (SELECT 'what is the monthly price")

@@ -17,7 +17,7 @@ from answering import answer_of
 from langgraph.runtime import Runtime
 
 from crag.context import Context
-from crag.nodes.generate import finished_sentences, repointed
+from crag.nodes.generate import finished_sentences, renumbered, repointed
 from crag.nodes.web_search import of_the_question, with_constraints
 from crag.state import Citation, Passage, State, Strip
 
@@ -233,6 +233,16 @@ def test_a_figure_cited_to_the_wrong_page_is_cited_to_the_page_that_states_it() 
         repointed("Ports:\n- 7420 [1]\n- HTTPS [1]", numbered)[0]
         == "Ports:\n- 7420 [2]\n- HTTPS [1]"
     )
+
+
+def test_the_sources_an_answer_lists_are_numbered_from_one() -> None:
+    """An answer citing sources 2 and 4 of the context lists them as [1] and [2]."""
+    two: Citation = {"n": 2, "origin": "library", "source": "guide.pdf", "page": "4"}
+    four: Citation = {"n": 4, "origin": "web", "source": "forum", "url": "https://x.org"}
+    text, listed = renumbered("Port 7420 [2]. Not 8080 [4]; see [2].", [two, four])
+    assert text == "Port 7420 [1]. Not 8080 [2]; see [1]."
+    assert [(c["n"], c["source"]) for c in listed] == [(1, "guide.pdf"), (2, "forum")]
+    assert renumbered("A [1].", [{**two, "n": 1}]) == ("A [1].", [{**two, "n": 1}])
 
 
 def test_a_citation_moves_only_to_a_page_that_states_the_sentence_not_just_its_figures() -> None:

@@ -280,6 +280,16 @@ def repointed(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tupl
     return "".join(pieces) + answer[last:], moved
 
 
+def renumbered(answer: str, citations: list[Citation]) -> tuple[str, list[Citation]]:
+    """The sources an answer lists numbered 1, 2, ... in their order, and its marks to
+    match: a reader shown only [2] looks for a [1]."""
+    new = {c["n"]: i for i, c in enumerate(citations, 1)}
+    if all(old == n for old, n in new.items()):
+        return answer, citations
+    text = CITE.sub(lambda m: f"[{new.get(int(m.group(1)), m.group(1))}]", answer)
+    return text, [{**c, "n": new[c["n"]]} for c in citations]
+
+
 def cited(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> list[Citation]:
     """The citations the answer refers to; all sources if it cites none."""
     used = {int(m) for m in CITE.findall(answer)}

@@ -39,6 +39,7 @@ from crag.nodes.generate import (
     label,
     number_sources,
     render_sources,
+    renumbered,
     repointed,
 )
 from crag.nodes.trail import context_of, note, recorded
@@ -321,7 +322,11 @@ async def outcome(state: State, ctx: Context) -> dict[str, Any]:
     numbered = number_sources(state.get("kept_strips") or [], documents_seen(state))
     asked = asked_of(state) if ctx.generation.verify else []
     update = await verified(state, ctx, draft, numbered, asked)
-    return with_conflicts(update, state, numbered) if update["answered"] else update
+    if not update["answered"]:
+        return update
+    update = with_conflicts(update, state, numbered)
+    update["answer"], update["citations"] = renumbered(update["answer"], update["citations"])
+    return update
 
 
 @recorded
