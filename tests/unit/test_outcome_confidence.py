@@ -152,6 +152,19 @@ def test_held_out_confidence_separates_right_from_wrong_and_ships_a_model(tmp_pa
     )  # the scores are not
 
 
+def test_the_error_of_refits_spreads_less_the_more_runs_they_are_fitted_on() -> None:
+    """How far the fit set alone moves the held-out error: bootstrap refits of the other
+    library's runs, seeded, narrower when there are more of them to fit on."""
+    x, y = confidence.outcomes(*library(3))
+    few = confidence.refit_spread([confidence.outcomes(*library(4, n=40))], x, y, 10)
+    many = confidence.refit_spread([confidence.outcomes(*library(4, n=1600))], x, y, 10)
+    assert few["p10"] <= few["median"] <= few["p90"]
+    assert many["p90"] - many["p10"] < few["p90"] - few["p10"]
+    assert confidence.refit_spread([confidence.outcomes(*library(4, n=40))], x, y, 10) == few
+    held = confidence.held_out({"a": (x, y), "b": confidence.outcomes(*library(4))})
+    assert held["a"]["ece_refit"]["p10"] <= held["a"]["ece"] <= held["a"]["ece_refit"]["p90"]
+
+
 def test_runs_that_were_all_right_give_their_smoothed_rate() -> None:
     x = np.ones((4, len(SIGNALS)))
     model = confidence.fit([(x, np.ones(4))])
