@@ -65,6 +65,7 @@ KEPT = (
     "grader",
     "composite",
     "confidence",
+    "conflicts",  # its answer names them: the result says which
 )
 #: The knobs an answer depends on (besides the library): an entry serves runs with the
 #: same values only. The external source is not among them: a `correct` verdict never

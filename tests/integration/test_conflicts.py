@@ -55,6 +55,15 @@ def test_the_documentation_wins_over_the_forum(conflict_home: Path) -> None:
     assert "512 MB" in state["answer"] and "256 MB" not in state["answer"]
 
 
+def test_a_cached_answer_keeps_the_conflict_it_names(conflict_home: Path) -> None:
+    question = "What is the default listener port of the Tessaro broker?"
+    first = _ask(conflict_home, question, cache=True)
+    again = _ask(conflict_home, question, cache=True)
+    assert not first["cached"] and again["cached"]
+    assert again["answer"] == first["answer"] and "sources disagree" in again["answer"]
+    assert again["conflicts"] == first["conflicts"] != []
+
+
 def test_sources_that_agree_are_no_conflict(conflict_home: Path) -> None:
     state = _ask(conflict_home, "How often do Tessaro cluster nodes send heartbeats?")
     assert "10 seconds" in state["answer"] and state["conflicts"] == []
