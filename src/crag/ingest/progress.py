@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from crag.context import DEFAULT_TENANT
-from crag.text import printable
+from crag.text import counted, printable
 
 if TYPE_CHECKING:
     from crag.ingest.indexer import Event
@@ -84,8 +84,8 @@ class Progress:
         filled = round(fraction * bar_w)
         text = (
             f"{fraction:4.0%} [{'#' * filled}{'.' * (bar_w - filled)}] "
-            f"{self.files_done}/{self.files_total} files, {self.pages} pages, "
-            f"{self.chunks} chunks, {self._rate():.1f} chunks/s{eta}"
+            f"{self.files_done}/{self.files_total} files, {counted(self.pages, 'page')}, "
+            f"{counted(self.chunks, 'chunk')}, {self._rate():.1f} chunks/s{eta}"
         )
         room = width - len(text) - 3
         if self.source and room > 8:
@@ -144,7 +144,7 @@ class Progress:
         elif not self.live and not self.quiet and status != "unchanged":
             self.message(
                 f"[{self.files_done}/{self.files_total}] {source}: {status}, "
-                f"{event['pages']} pages, {event['chunks']} chunks "
+                f"{counted(event['pages'], 'page')}, {counted(event['chunks'], 'chunk')} "
                 f"({event['embedded']} embedded) in {event['seconds']:.1f} s"
             )
         self._draw(force=True)
@@ -158,7 +158,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines = [
         f"ingest into {summary['collection']!r}{whose}: {summary['files_ok']} file(s) indexed, "
         f"{summary['files_unchanged']} unchanged, {summary['files_failed']} failed; "
-        f"{summary['pages']} pages, {summary['chunks_written']} chunks written "
+        f"{counted(summary['pages'], 'page')}, "
+        f"{counted(summary['chunks_written'], 'chunk')} written "
         f"({summary['chunks_embedded']} embedded), {summary['chunks_deleted']} removed; "
         f"{secs:.1f} s"
         + (
