@@ -441,3 +441,47 @@ def test_a_decline_for_want_of_evidence_names_the_closest_passage() -> None:
     assert "The library never mentions pytest. The closest passage found, guide.md," in unknown
     assert "book.pdf" not in unknown
     assert decline(web_error="timeout").endswith("(The external source failed: timeout)")
+
+
+class RawReply:
+    """A chat model whose structured reply could not be parsed: only the raw text."""
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+
+    def with_structured_output(self, schema: Any, include_raw: bool = False) -> RawReply:
+        return self
+
+    async def ainvoke(self, messages: Any) -> dict[str, Any]:
+        from langchain_core.messages import AIMessage
+
+        return {"raw": AIMessage(self.content), "parsed": None}
+
+
+@pytest.mark.parametrize(
+    ("reply", "level", "start"),
+    [
+        ('{"answer": "The port is 7420 [1]. It is set by listen_po', "INFO", "The port is 7420"),
+        ("the port is", "WARNING", "(The language model's reply could not be read"),
+    ],
+)
+def test_a_cut_reply_that_still_answers_is_no_warning(
+    reply: str,
+    level: str,
+    start: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A small model cut at max_answer_tokens keeps its finished sentences: the user's
+    terminal gets no warning for that; a reply with nothing to keep gets one."""
+    from crag.nodes import generate
+
+    monkeypatch.setattr(generate, "make_chat_model", lambda *a, **k: RawReply(reply))
+    citation: Citation = {"n": 1, "origin": "library", "source": "guide.pdf", "page": "2"}
+    strip: Strip = {"doc_id": "d", "position": 0, "text": "The port is 7420.", "score": 0.9}
+    ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="local")
+    with caplog.at_level("INFO", logger="crag.nodes.generate"):
+        text, _ = asyncio.run(generate.draft("Which port?", [(citation, [strip])], ctx))
+    assert text is not None and text.startswith(start)
+    said = [r.levelname for r in caplog.records if "not the JSON asked for" in r.getMessage()]
+    assert said == [level]

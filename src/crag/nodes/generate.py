@@ -149,7 +149,11 @@ async def draft(
     if not isinstance(parsed, prompts.Reply):
         message = reply.get("raw") if isinstance(reply, dict) else None
         content = str(getattr(message, "content", "") or "")
-        log.warning("chat model reply is not the JSON asked for: %r", brief(content))
+        # a reply cut at max_answer_tokens keeps its finished sentences: no warning for that
+        salvaged = bool(finished_sentences(content, len(numbered)))
+        (log.info if salvaged else log.warning)(
+            "chat model reply is not the JSON asked for: %r", brief(content)
+        )
         return fallback("The language model's reply could not be read", "unreadable reply", content)
     if not parsed.found or not parsed.answer.strip():
         return None, "model found no answer"
