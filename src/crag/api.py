@@ -224,7 +224,7 @@ def checked(ctx: Context) -> Context:
         if str(value).partition(":")[0] not in registry:
             env = ENV_PREFIX + field.upper()
             origin = f" (from {env})" if os.environ.get(env) == value else ""
-            names = [*registry.names(), *([EXTRACTIVE] if registry is CHAT_MODELS else [])]
+            names = [*registry.names(), *([EXTRACTIVE] if field == "chat_model" else [])]
             raise ValueError(
                 f"{field}={value!r}{origin}: unknown {registry.kind}; use {', '.join(names)}"
             )

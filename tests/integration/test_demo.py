@@ -33,3 +33,12 @@ def test_the_demo_reports_verdicts_and_answers(
     assert none and all(marks[i] == "holds" for i in none)
     # the port question's extractive answer quotes the installation guide's 7420
     assert marks[0] == "holds"
+
+
+def test_an_expected_figure_is_not_found_inside_another() -> None:
+    from crag.cli.demo import holds_answer
+
+    item = {"answers": ["USD 8", "$8"]}
+    assert holds_answer(item, {"answered": True, "answer": "It costs USD 8 a month."})
+    assert not holds_answer(item, {"answered": True, "answer": "It costs USD 80 or $80."})
+    assert not holds_answer(item, {"answered": False, "answer": "USD 8"})

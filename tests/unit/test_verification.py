@@ -243,6 +243,8 @@ def test_the_sources_an_answer_lists_are_numbered_from_one() -> None:
     assert text == "Port 7420 [1]. Not 8080 [2]; see [1]."
     assert [(c["n"], c["source"]) for c in listed] == [(1, "guide.pdf"), (2, "forum")]
     assert renumbered("A [1].", [{**two, "n": 1}]) == ("A [1].", [{**two, "n": 1}])
+    # an index is not a citation: argv[2] stays as written
+    assert renumbered("Read sys.argv[2] [2].", [two])[0] == "Read sys.argv[2] [1]."
 
 
 def test_a_citation_moves_only_to_a_page_that_states_the_sentence_not_just_its_figures() -> None:
@@ -485,3 +487,48 @@ def test_a_cut_reply_that_still_answers_is_no_warning(
     assert text is not None and text.startswith(start)
     said = [r.levelname for r in caplog.records if "not the JSON asked for" in r.getMessage()]
     assert said == [level]
+
+
+@pytest.mark.parametrize(
+    ("written", "final", "shown"),
+    [
+        (
+            "Port 7420 [2]. Set by listen_port [4].",
+            "Port 7420 [1]. Set by listen_port [2].",
+            "(sources as listed below: [2] is [1], [4] is [2])",
+        ),
+        (
+            "Port 7420 [2].",
+            "Port 7420 [2]. Note: the sources disagree.",
+            "crag> Port 7420 [2]. Note: the sources disagree.",
+        ),
+    ],
+)
+def test_crag_chat_says_how_streamed_marks_read_against_the_sources_listed(
+    written: str,
+    final: str,
+    shown: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The model's words stream with the context's numbers; the sources are listed as the
+    answer numbers them. A renumbering alone is said in a line, not the answer again."""
+    import io
+
+    import crag.api
+    from crag.cli import chat
+    from crag.cli.main import main
+
+    def streamed(line: str, *, on_token: Any, **_: Any) -> dict[str, Any]:
+        on_token(written)
+        return {}
+
+    cited = [{"n": 1, "origin": "library", "source": "guide.pdf", "page": "2"}]
+    monkeypatch.setattr(crag.api, "ask", streamed)
+    monkeypatch.setattr(crag.api, "summary", lambda state: {"answer": final, "citations": cited})
+    monkeypatch.setattr(chat, "check_library", lambda ctx: None)
+    monkeypatch.setattr("sys.stdin", io.StringIO("Which port?\n"))
+    assert main(["chat", "--chat-model", "local", "--home", "/nonexistent-crag-home"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"crag> {written}\n") and "[1] guide.pdf, page 2" in out
+    assert out.splitlines()[1] == shown  # the words once more only where they changed

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from typing import Any
 
-from crag.cli.options import add_context_flags, asking_context
+from crag.cli.options import add_context_flags, check_library, context_from_args
 from crag.text import printable
 
 NAME = "ask"
@@ -128,8 +128,9 @@ def run(args: argparse.Namespace) -> int:
     from crag.models.chat import EXTRACTIVE
     from crag.state import clean_question
 
-    ctx = asking_context(args)
+    ctx = context_from_args(args)
     question = clean_question(args.question, ctx.retrieval.max_question_chars)  # before echoing
+    check_library(ctx)
     show = not (args.quiet or args.json)
     if show:
         print(f"question: {printable(question)}", file=sys.stderr)

@@ -12,7 +12,7 @@ import sys
 import uuid
 
 from crag.cli.ask import sources
-from crag.cli.options import add_context_flags, asking_context
+from crag.cli.options import add_context_flags, check_library, context_from_args
 from crag.errors import CragError
 from crag.text import printable
 
@@ -46,8 +46,10 @@ class Echo:
 def run(args: argparse.Namespace) -> int:
     from crag.api import ask, summary  # LangGraph and the models: not for --help
     from crag.models.chat import EXTRACTIVE
+    from crag.nodes.generate import CITE
 
-    ctx = asking_context(args)
+    ctx = context_from_args(args)
+    check_library(ctx)
     thread = args.thread or uuid.uuid4().hex[:12]
     tty = sys.stdin.isatty()
     print(f"thread {thread} (resume with: crag chat --thread {thread})", file=sys.stderr)
@@ -72,8 +74,14 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             continue
         result = summary(state)
-        if echo.text.strip() != result["answer"]:  # declined or corrected after it was written
-            _write(("\n" if echo.text else "") + f"crag> {result['answer']}")
+        written, final = echo.text.strip(), result["answer"]
+        if written and CITE.sub("[]", written) == CITE.sub("[]", final):  # sources renumbered
+            pairs = zip(CITE.findall(written), CITE.findall(final), strict=False)
+            moved = dict.fromkeys(f"[{a}] is [{b}]" for a, b in pairs if a != b)
+            if moved:
+                _write(f"\n(sources as listed below: {', '.join(moved)})")
+        elif written != final:  # declined or corrected after it was written
+            _write(("\n" if echo.text else "") + f"crag> {final}")
         _write("\n")
         for source_line in sources(result):
             _write(f"{source_line}\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -44,8 +45,11 @@ def holds_answer(item: dict[str, Any], result: dict[str, Any]) -> bool:
     it expects none: the verdict alone does not say whether the answer is right."""
     if not item["answers"]:
         return not result["answered"]
-    text = result["answer"].lower()
-    return bool(result["answered"]) and any(a.lower() in text for a in item["answers"])
+
+    def states(fact: str) -> bool:  # "USD 8", not "USD 80"
+        return re.search(rf"(?<!\w){re.escape(fact)}(?!\w)", result["answer"], re.I) is not None
+
+    return bool(result["answered"]) and any(states(a) for a in item["answers"])
 
 
 def _ingest(ctx: Context, folder: Path, collection: str) -> int:

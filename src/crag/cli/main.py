@@ -51,12 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     for command in [ingest, ask, chat, demo, config, *plugged_in()]:
         child = sub.add_parser(command.NAME, help=command.HELP, description=command.__doc__)
         command.add_arguments(child)
-        child.set_defaults(run=command.run)
+        child.set_defaults(run=command.run, command_parser=child)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:  # the subcommand's own error, pointing to its own --help
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from dotenv import load_dotenv
 
     load_dotenv(".env", override=False)  # the working folder's .env; the shell wins

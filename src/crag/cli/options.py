@@ -114,15 +114,13 @@ def context_from_args(args: argparse.Namespace) -> Context:
     return checked(without_llm(ctx) if no_llm else ctx)  # the grader asks no LLM either
 
 
-def asking_context(args: argparse.Namespace) -> Context:
-    """`context_from_args` for a command that asks the library: its collections' names
-    and the tenant's library are checked before the first question."""
+def check_library(ctx: Context) -> None:
+    """For a command that asks the library, before its first question: the collections'
+    names, and that the tenant has a library there."""
     from crag.retrieval.clients import check_collection_name
     from crag.retrieval.tenancy import check_tenant
 
-    ctx = context_from_args(args)
     check_collection_name(ctx.store.collection)  # a usage error, whatever the store holds
     if ctx.search.external == "local":
         check_collection_name(ctx.search.external_collection)
     check_tenant(ctx)
-    return ctx

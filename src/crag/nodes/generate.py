@@ -188,7 +188,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"draft": made, **note(detail)}
 
 
-CITE = re.compile(r"\[(\d+)\]")
+CITE = re.compile(r"(?<![\w\])`])\[(\d+)\]")  # not an index: x[2], argv[1]
 
 
 def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citation, list[Strip]]]:

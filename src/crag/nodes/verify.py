@@ -268,9 +268,16 @@ def with_conflicts(
     if not conflicts:
         return update
 
-    def number_of(doc_id: str) -> int | None:
+    listed = {c["n"] for c in update["citations"]}
+
+    def number_of(doc_id: str) -> int | None:  # only a source the answer lists has a number
         return next(
-            (c["n"] for c, strips in numbered if any(s["doc_id"] == doc_id for s in strips)), None
+            (
+                c["n"]
+                for c, strips in numbered
+                if c["n"] in listed and any(s["doc_id"] == doc_id for s in strips)
+            ),
+            None,
         )
 
     said = " ".join(disagreement(c, number_of) for c in conflicts)

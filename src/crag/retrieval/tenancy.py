@@ -62,10 +62,12 @@ def check_tenant(ctx: Context) -> None:
     if library_version(ctx, ctx.store.collection) != "empty":
         return
     collection = clients.get_collection(clients.open_client(ctx), ctx.store.collection)
-    known = sorted(tenants_of(collection)) or [DEFAULT_TENANT]
+    name, tenant = ctx.store.collection, ctx.store.tenant
+    if not (known := sorted(tenants_of(collection))):
+        raise StoreError(f"collection {name!r} holds nothing yet: ingest a folder into it first")
     raise StoreError(
-        f"tenant {ctx.store.tenant!r} has no library in collection {ctx.store.collection!r} "
-        f"(its tenants: {', '.join(known)}); ingest with --tenant {ctx.store.tenant} first"
+        f"tenant {tenant!r} has no library in collection {name!r} (its tenants: "
+        f"{', '.join(known)}): use one of them, or ingest with --tenant {tenant} first"
     )
 
 
