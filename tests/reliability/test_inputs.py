@@ -271,6 +271,23 @@ def test_an_unknown_knob_in_a_settings_file_is_ignored_with_a_warning(
     assert len(warned) == 1 and str(path) in warned[0] and "unknown knob 'uper'" in warned[0]
 
 
+def test_the_settings_of_another_home_are_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad settings.json in the working folder's .crag is not the run's when --home
+    names another home: it neither fails the run nor warns."""
+    (tmp_path / ".crag").mkdir()
+    (tmp_path / ".crag" / "settings.json").write_text('{"upper": "abc", "uper": 1}')
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "settings.json").write_text('{"upper": 0.7}')
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, "config", "--home", "other", "--json")
+    assert code == 0 and err == ""
+    assert json.loads(out)["grading"]["upper"]["value"] == 0.7
+    code, _, err = cli(capsys, "config")  # the working folder's own home: its errors
+    assert_one_line_error(code, err, "upper='abc'")
+
+
 def test_a_chat_whose_questions_fail_exits_non_zero(
     home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -110,7 +110,8 @@ def context_from_args(args: argparse.Namespace) -> Context:
     no_llm = getattr(args, "no_llm", False)
     if no_llm:
         overrides["chat_model"] = "extractive"
-    ctx = Context().with_overrides(**overrides)
+    # built once, from the flags: a default Context first would read ./.crag's settings
+    ctx = Context(**{name: value for name, value in overrides.items() if value is not None})
     return checked(without_llm(ctx) if no_llm else ctx)  # the grader asks no LLM either
 
 
