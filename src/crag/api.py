@@ -3,7 +3,7 @@
 Every provider a run's Context names is checked once, before the run starts
 (`checked`), so that a misspelt grader, source, chat model or embeddings name is one
 line naming the knob (and the environment variable it came from), not a failure deep
-in a node.
+in a node; and each provider the run will use must be able to start (`check_ready`).
 """
 
 from __future__ import annotations
@@ -20,21 +20,24 @@ from langgraph.types import StreamMode
 from crag.aio import synchronous
 from crag.context import DEFAULT_TENANT, ENV_PREFIX, Context
 from crag.errors import ProviderError, StoreError
-from crag.grading.registry import GRADERS
+from crag.grading.registry import GRADERS, judge_spec
 from crag.graph import Graph, build, compiled, graph
 from crag.models.chat import CHAT_MODELS, EXTRACTIVE
 from crag.models.embeddings import EMBEDDINGS
 from crag.prompts import partial_answer
 from crag.registry import Registry
 from crag.retrieval.clients import check_home
-from crag.retrieval.external import SOURCES, source_names
+from crag.retrieval.external import SOURCES, check_sources_ready, source_names
 from crag.state import InputState, Passage, State, Step, clean_question, with_ratings
 
 
 def make_context(context: Context | None = None, **overrides: Any) -> Context:
-    """A Context from an existing one or the environment, with keyword overrides."""
+    """A Context from an existing one or the environment, with keyword overrides, whose
+    providers can start."""
     base = context or Context()
-    return checked(base.with_overrides(**overrides) if overrides else base)
+    ctx = checked(base.with_overrides(**overrides) if overrides else base)
+    check_ready(ctx)
+    return ctx
 
 
 StepCallback = Callable[[str, dict[str, Any]], None]
@@ -233,3 +236,14 @@ def checked(ctx: Context) -> Context:
     except ProviderError as exc:
         raise ValueError(str(exc)) from None
     return ctx
+
+
+def check_ready(ctx: Context) -> None:
+    """Raise ProviderError if a provider the run will use cannot start here (a key not
+    in the environment, an optional package not installed): before the first question,
+    not when a node first needs it."""
+    GRADERS.check_ready(ctx.grading.grader.partition(":")[0])
+    EMBEDDINGS.check_ready(ctx.models.embeddings.partition(":")[0])
+    for spec in {ctx.models.chat_model, judge_spec(ctx) or EXTRACTIVE} - {EXTRACTIVE}:
+        CHAT_MODELS.check_ready(spec.partition(":")[0])
+    check_sources_ready(ctx)

@@ -3,9 +3,12 @@ chat models, embeddings).
 
 Adding a provider is one module and one `register` call: the names a `Context`
 field accepts, the CLI's help and the error for an unknown name all read the
-table, so nothing else has to change. A table may take plugins: modules named by an
-entry-point group (`crag.graders`: the lab's graders), imported the first time a name
-is not found among the built-in ones, or the whole table is listed.
+table, so nothing else has to change. An entry may name a cheap `ready` check (a
+key in the environment, an optional package installed) that a run makes before its
+first question, so a missing key is not found out halfway through one. A table may
+take plugins: modules named by an entry-point group (`crag.graders`: the lab's
+graders), imported the first time a name is not found among the built-in ones, or the
+whole table is listed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Generic, TypeVar
 from crag.errors import ProviderError
 
 F = TypeVar("F", bound=Callable[..., object])
+#: What a provider needs before it can start; raises ProviderError saying what is missing.
+Ready = Callable[[], object]
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +32,7 @@ class Registry(Generic[F]):
     def __init__(self, kind: str, plugins: str | None = None) -> None:
         self.kind = kind
         self.plugins = plugins  # the entry-point group whose modules register more
-        self._entries: dict[str, tuple[F, str]] = {}
+        self._entries: dict[str, tuple[F, str, Ready | None]] = {}
         self._loaded = plugins is None
         self._loading = threading.RLock()
 
@@ -47,18 +52,18 @@ class Registry(Generic[F]):
                     log.warning("%s plugin %s could not be loaded: %s", self.kind, entry.value, exc)
             self._loaded = True
 
-    def _entry(self, name: str) -> tuple[F, str] | None:
+    def _entry(self, name: str) -> tuple[F, str, Ready | None] | None:
         if name not in self._entries:
             self._load_plugins()
         return self._entries.get(name)
 
-    def register(self, name: str, help: str) -> Callable[[F], F]:
+    def register(self, name: str, help: str, ready: Ready | None = None) -> Callable[[F], F]:
         """Decorator: `@GRADERS.register("features", "what it is")`."""
 
         def add(factory: F) -> F:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
-            self._entries[name] = (factory, help)
+            self._entries[name] = (factory, help, ready)
             return factory
 
         return add
@@ -67,6 +72,11 @@ class Registry(Generic[F]):
         if (entry := self._entry(name)) is None:
             raise ProviderError(f"unknown {self.kind} {name!r}: use {', '.join(self.names())}")
         return entry[0]
+
+    def check_ready(self, name: str) -> None:
+        """Raise ProviderError if provider `name` (known) cannot start here."""
+        if (entry := self._entry(name)) is not None and entry[2] is not None:
+            entry[2]()
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._entry(name) is not None
@@ -90,4 +100,4 @@ class Registry(Generic[F]):
     def describe(self) -> str:
         """One line per entry, for help texts."""
         self._load_plugins()
-        return "; ".join(f"{name}: {help}" for name, (_, help) in self._entries.items())
+        return "; ".join(f"{name}: {help}" for name, (_, help, _) in self._entries.items())

@@ -218,15 +218,38 @@ def test_a_failing_external_source_is_reported_and_the_run_goes_on(
         assert "external source failed" in result["answer"]
 
 
-def test_an_external_source_without_its_key_is_an_error(
-    ask_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+#: A provider flag and the one line a run without the provider's key must fail with.
+MISSING_KEYS = {
+    "tavily": (("--no-llm", "--external", "tavily"), "external=tavily needs TAVILY_API_KEY"),
+    "openai chat model": (("--chat-model", "openai:gpt-4o-mini"), "needs the OPENAI_API_KEY"),
+    "openai judge": (
+        ("--chat-model", "extractive", "--grader", "judge", "--set", "judge_model=openai:m"),
+        "needs the OPENAI_API_KEY",
+    ),
+    "openai embeddings": (("--no-llm", "--embeddings", "openai:e"), "needs the OPENAI_API_KEY"),
+}
+
+
+@pytest.mark.parametrize("command", ["ask", "chat"])
+@pytest.mark.parametrize("provider", list(MISSING_KEYS))
+def test_a_provider_without_its_key_stops_the_run_before_the_first_question(
+    provider: str,
+    command: str,
+    ask_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A missing key is the user's to fix, as a chat model's is: not a refusal."""
+    """A missing key is the user's to fix, as a chat model's is: not a refusal, and not
+    found out only when a question first reaches the provider (here: a question the
+    library answers, which never reaches the web path)."""
     monkeypatch.delenv("TAVILY_API_KEY", raising=False)
-    argv = ["ask", OFF_TOPIC, "--home", ask_home, "--no-llm", "--external", "tavily", "--quiet"]
-    code, out, err = cli(capsys, *argv)
-    assert code == 2 and out == ""
-    assert_one_line_error(code, err, "external=tavily needs TAVILY_API_KEY")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    flags, message = MISSING_KEYS[provider]
+    question = [ANSWERABLE] if command == "ask" else []
+    code, out, err = cli(capsys, command, *question, "--home", ask_home, "--no-cache", *flags)
+    assert code == 2 and out == "", out
+    assert_one_line_error(code, err, message)
+    assert "retrieve" not in err  # no step ran
 
 
 def test_a_grader_failing_on_web_results_is_recorded_not_fatal(

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from crag.api import checked
+from crag.api import check_ready, checked
 from crag.context import KNOBS, Context
+from crag.errors import ProviderError
 from crag.settings import save_settings
 
 
@@ -47,6 +48,28 @@ def test_env_values_are_typed_and_checked(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(ValueError, match=listed):
         checked(Context(grader="judgee"))
     assert checked(Context(chat_model="extractive", embeddings="openai:x")).retrieval.k == 10
+
+
+def test_only_the_providers_a_run_uses_must_be_able_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("TAVILY_API_KEY", raising=False)
+    base = dict(chat_model="extractive", external="local", grader="offline")
+    check_ready(Context(**base))  # offline throughout: nothing to start
+    # named but unused: a judge model with an offline grader, a source not in `sources`
+    check_ready(Context(**base, judge_model="openai:m"))
+    check_ready(Context(**{**base, "external": "tavily"}, sources="local"))
+    for used in (
+        {"external": "tavily"},
+        {"chat_model": "openai:m"},
+        {"grader": "judge", "judge_model": "openai:m"},
+        {"embeddings": "openai:e"},
+    ):
+        with pytest.raises(ProviderError, match=r"TAVILY_API_KEY|OPENAI_API_KEY"):
+            check_ready(Context(**{**base, **used}))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    check_ready(Context(**{**base, "grader": "judge", "judge_model": "openai:m"}))
 
 
 def test_contradictory_thresholds_are_rejected() -> None:

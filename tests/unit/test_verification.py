@@ -8,6 +8,7 @@ constraint is answered. Whether crag answered is state, not words.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -489,6 +490,47 @@ def test_a_cut_reply_that_still_answers_is_no_warning(
     assert said == [level]
 
 
+class ParsedReply(RawReply):
+    """A chat model whose reply is the JSON asked for."""
+
+    async def ainvoke(self, messages: Any) -> dict[str, Any]:
+        from crag.prompts import Reply
+
+        return {"raw": None, "parsed": Reply(answer=self.content, found=True)}
+
+
+@pytest.mark.parametrize("model", [ParsedReply, RawReply])
+def test_a_source_label_copied_after_its_mark_is_left_to_the_source_list(
+    model: type[RawReply], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header above each source in the prompt is "[n] label"; a small model copies
+    it into its answer. A label that only starts the same (page 2 in page 24) stays."""
+    from crag.nodes import generate
+
+    written = (
+        "The port is 7420 [1] guide.pdf, page 2, where it says so. "
+        "It is set in lumen.toml [2] notes.md. See also [1] guide.pdf, page 24."
+    )
+    reply = written if model is ParsedReply else json.dumps({"answer": written})[:-1]
+    monkeypatch.setattr(generate, "make_chat_model", lambda *a, **k: model(reply))
+    numbered: list[tuple[Citation, list[Strip]]] = [
+        (
+            {"n": 1, "origin": "library", "source": "guide.pdf", "page": "2"},
+            [{"doc_id": "d", "position": 0, "text": "The port is 7420.", "score": 0.9}],
+        ),
+        (
+            {"n": 2, "origin": "library", "source": "notes.md"},
+            [{"doc_id": "e", "position": 0, "text": "Set in lumen.toml.", "score": 0.9}],
+        ),
+    ]
+    ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="local")
+    text, _ = asyncio.run(generate.draft("Which port?", numbered, ctx))
+    assert text == (
+        "The port is 7420 [1], where it says so. "
+        "It is set in lumen.toml [2]. See also [1] guide.pdf, page 24."
+    )
+
+
 @pytest.mark.parametrize(
     ("written", "final", "shown"),
     [
@@ -526,7 +568,7 @@ def test_crag_chat_says_how_streamed_marks_read_against_the_sources_listed(
     cited = [{"n": 1, "origin": "library", "source": "guide.pdf", "page": "2"}]
     monkeypatch.setattr(crag.api, "ask", streamed)
     monkeypatch.setattr(crag.api, "summary", lambda state: {"answer": final, "citations": cited})
-    monkeypatch.setattr(chat, "check_library", lambda ctx: None)
+    monkeypatch.setattr(chat, "check_before_asking", lambda ctx: None)
     monkeypatch.setattr("sys.stdin", io.StringIO("Which port?\n"))
     assert main(["chat", "--chat-model", "local", "--home", "/nonexistent-crag-home"]) == 0
     out = capsys.readouterr().out

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from typing import Any
 
-from crag.cli.options import add_context_flags, check_library, context_from_args
+from crag.cli.options import add_context_flags, check_before_asking, context_from_args
 from crag.text import printable
 
 NAME = "ask"
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
 
     ctx = context_from_args(args)
     question = clean_question(args.question, ctx.retrieval.max_question_chars)  # before echoing
-    check_library(ctx)
+    check_before_asking(ctx)
     show = not (args.quiet or args.json)
     if show:
         print(f"question: {printable(question)}", file=sys.stderr)

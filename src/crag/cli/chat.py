@@ -12,7 +12,7 @@ import sys
 import uuid
 
 from crag.cli.ask import sources
-from crag.cli.options import add_context_flags, check_library, context_from_args
+from crag.cli.options import add_context_flags, check_before_asking, context_from_args
 from crag.errors import CragError
 from crag.text import printable
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from crag.nodes.generate import CITE
 
     ctx = context_from_args(args)
-    check_library(ctx)
+    check_before_asking(ctx)
     thread = args.thread or uuid.uuid4().hex[:12]
     tty = sys.stdin.isatty()
     print(f"thread {thread} (resume with: crag chat --thread {thread})", file=sys.stderr)

@@ -65,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
     if samples is None or not (samples / "questions.jsonl").is_file():
         print("crag demo: no samples folder found; pass --samples DIR", file=sys.stderr)
         return 2
-    from crag.api import ask, summary  # LangGraph and the models: not for --help
+    from crag.api import ask, check_ready, summary  # LangGraph and the models: not for --help
 
     ctx = context_from_args(args)
+    check_ready(ctx)  # a missing key fails now, not after the ingest
     print(f"== ingesting the sample library into {ctx.store.home}", file=sys.stderr)
     for folder, collection in (
         (samples / "library", ctx.store.collection),

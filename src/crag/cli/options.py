@@ -115,12 +115,14 @@ def context_from_args(args: argparse.Namespace) -> Context:
     return checked(without_llm(ctx) if no_llm else ctx)  # the grader asks no LLM either
 
 
-def check_library(ctx: Context) -> None:
-    """For a command that asks the library, before its first question: the collections'
-    names, and that the tenant has a library there."""
+def check_before_asking(ctx: Context) -> None:
+    """For a command that asks the library, before its first question: the providers can
+    start, the collections' names are valid, and the tenant has a library there."""
+    from crag.api import check_ready
     from crag.retrieval.clients import check_collection_name
     from crag.retrieval.tenancy import check_tenant
 
+    check_ready(ctx)
     check_collection_name(ctx.store.collection)  # a usage error, whatever the store holds
     if ctx.search.external == "local":
         check_collection_name(ctx.search.external_collection)

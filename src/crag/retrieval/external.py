@@ -167,12 +167,16 @@ def _local(ctx: Context) -> ExternalSearch:
     return CollectionSearch(ctx, ctx.search.external_collection, "external", "local")
 
 
-@SOURCES.register("tavily", "Tavily web search (TAVILY_API_KEY)")
-def _tavily(ctx: Context) -> ExternalSearch:
+def _tavily_key() -> str:
     key = os.environ.get("TAVILY_API_KEY")
     if not key:
         raise ProviderError("external=tavily needs TAVILY_API_KEY in the environment")
-    return TavilySearch(key, ctx.search.tavily_base_url, ctx.search.timeout_s)
+    return key
+
+
+@SOURCES.register("tavily", "Tavily web search (TAVILY_API_KEY)", ready=_tavily_key)
+def _tavily(ctx: Context) -> ExternalSearch:
+    return TavilySearch(_tavily_key(), ctx.search.tavily_base_url, ctx.search.timeout_s)
 
 
 @SOURCES.register("none", "no external source: decline when the library has nothing")
@@ -209,5 +213,15 @@ def source_names(ctx: Context) -> list[str]:
     return names
 
 
+def _registry(name: str) -> Registry[Callable[[Context], ExternalSearch]]:
+    return FALLBACKS if name in FALLBACKS else SOURCES
+
+
 def make_source(ctx: Context, name: str) -> ExternalSearch:
-    return FALLBACKS[name](ctx) if name in FALLBACKS else SOURCES[name](ctx)
+    return _registry(name)[name](ctx)
+
+
+def check_sources_ready(ctx: Context) -> None:
+    """Raise ProviderError if a source of the web path cannot start (a missing key)."""
+    for name in source_names(ctx):
+        _registry(name).check_ready(name)
