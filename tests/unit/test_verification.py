@@ -18,7 +18,7 @@ from answering import answer_of
 from langgraph.runtime import Runtime
 
 from crag.context import Context
-from crag.nodes.generate import finished_sentences, renumbered, repointed
+from crag.nodes.generate import finished_sentences, marked, renumbered, repointed
 from crag.nodes.web_search import of_the_question, with_constraints
 from crag.state import Citation, Passage, State, Strip
 
@@ -234,6 +234,28 @@ def test_a_figure_cited_to_the_wrong_page_is_cited_to_the_page_that_states_it() 
         repointed("Ports:\n- 7420 [1]\n- HTTPS [1]", numbered)[0]
         == "Ports:\n- 7420 [2]\n- HTTPS [1]"
     )
+
+
+def test_an_answer_citing_nothing_is_marked_with_the_sources_that_state_it() -> None:
+    def source(n: int, name: str, text: str) -> tuple[Citation, list[Strip]]:
+        strip: Strip = {"doc_id": name, "position": 0, "text": text, "score": 0.9}
+        return {"n": n, "origin": "library", "source": name}, [strip]
+
+    numbered = [
+        source(1, "pricing_update.md", "From February 2025 the Team plan costs USD 8 a month."),
+        source(2, "billing.pdf", "The Team plan costs USD 6 per user per month."),
+        source(3, "install.pdf", "The server listens on port 7420."),
+    ]
+    answer = "The Team plan costs USD 6 per user per month. Prices may change again!"
+    assert marked(answer, numbered) == (
+        "The Team plan costs USD 6 per user per month [2]. Prices may change again!",
+        1,
+    )
+    both = "The Team plan costs USD 8 a month from February 2025"  # no end mark
+    assert marked(both, numbered) == (f"{both} [1]", 1)
+    cited_already = "The Team plan costs USD 6 [1]. It costs USD 8 from February 2025."
+    assert marked(cited_already, numbered) == (cited_already, 0)  # the model's marks stand
+    assert marked("Nothing here is stated.", numbered) == ("Nothing here is stated.", 0)
 
 
 def test_the_sources_an_answer_lists_are_numbered_from_one() -> None:

@@ -256,9 +256,6 @@ def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> st
     return "\n\n".join(blocks)
 
 
-#: Opens the note of an answer made of the best passages because the model's failed.
-
-
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w]|\.\d)")
 
 
@@ -299,6 +296,27 @@ def repointed(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tupl
         pieces.append(f"{claim}[{n}]")
         last = mark.end()
     return "".join(pieces) + answer[last:], moved
+
+
+def marked(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tuple[str, int]:
+    """An answer that cites no source, each sentence marked with the source that states
+    it best, if one does (ties: each of them): a small model may leave out the marks,
+    and an answer citing nothing is listed with every source it was shown. Returns the
+    answer and how many sentences were marked."""
+    sentences = split_sentences(answer)
+    if CITE.search(answer) or not sentences:
+        return answer, 0
+    texts = {c["n"]: " ".join(s["text"] for s in strips) for c, strips in numbered}
+    out, count = [], 0
+    for sentence in sentences:
+        support = {n: _support(sentence, text) for n, text in texts.items()}
+        best = max(support.values(), default=0.0)
+        if best >= STATES_CLAIM:
+            marks = " ".join(f"[{n}]" for n, v in support.items() if v == best)
+            end = len(sentence) - 1 if sentence[-1] in ".!?" else len(sentence)
+            sentence, count = f"{sentence[:end]} {marks}{sentence[end:]}", count + 1
+        out.append(sentence)
+    return (" ".join(out), count) if count else (answer, 0)
 
 
 def renumbered(answer: str, citations: list[Citation]) -> tuple[str, list[Citation]]:

@@ -37,6 +37,7 @@ from crag.nodes.generate import (
     citation_of,
     cited,
     label,
+    marked,
     number_sources,
     render_sources,
     renumbered,
@@ -45,7 +46,7 @@ from crag.nodes.generate import (
 from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library_index import library_texts, missing_terms
 from crag.state import Citation, Draft, Passage, State, Strip, documents_seen
-from crag.text import brief, split_sentences
+from crag.text import brief, counted, split_sentences
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,8 @@ async def verified(
                 return declined("ungrounded", "", f"{detail}: nothing the sources state")
         answer, moved = repointed(answer, numbered)
         detail += f"; {moved} citation(s) moved to the source that states it" if moved else ""
+        answer, marks = marked(answer, numbered)
+        detail += f"; {counted(marks, 'sentence')} marked with their source" if marks else ""
     citations = cited(answer, numbered)
     if not asked:
         return answered(answer, citations, detail, partial=dropped > 0)
