@@ -100,6 +100,16 @@ def split_sentences(text: str) -> list[str]:
     return list(_sentences(text))
 
 
+def sentence_ends(text: str) -> list[int]:
+    """Where each sentence of `text` ends, as it is written (trailing space excluded)."""
+    ends, start = [], 0
+    for end in [*(m.start() for m in _SENTENCE_END.finditer(text)), len(text.rstrip())]:
+        if text[start:end].strip():
+            ends.append(end)
+            start = end
+    return ends
+
+
 @functools.lru_cache(maxsize=1024)  # retrieval, grading and refinement cut the same passages
 def _sentences(text: str) -> tuple[str, ...]:
     parts = [" ".join(p.split()) for p in _SENTENCE_END.split(text)]

@@ -253,6 +253,11 @@ def test_an_answer_citing_nothing_is_marked_with_the_sources_that_state_it() -> 
     )
     both = "The Team plan costs USD 8 a month from February 2025"  # no end mark
     assert marked(both, numbered) == (f"{both} [1]", 1)
+    laid_out = "Before: the Team plan costs USD 6 per user per month.\n\nIt may change."
+    assert marked(laid_out, numbered) == (
+        "Before: the Team plan costs USD 6 per user per month [2].\n\nIt may change.",
+        1,
+    )
     cited_already = "The Team plan costs USD 6 [1]. It costs USD 8 from February 2025."
     assert marked(cited_already, numbered) == (cited_already, 0)  # the model's marks stand
     assert marked("Nothing here is stated.", numbered) == ("Nothing here is stated.", 0)

@@ -27,7 +27,16 @@ from crag.grading.question_form import read
 from crag.models.chat import EXTRACTIVE, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.state import Citation, Draft, Passage, State, Strip, documents_seen
-from crag.text import brief, content_words, counted, sentence_key, split_sentences, stem, stems
+from crag.text import (
+    brief,
+    content_words,
+    counted,
+    sentence_ends,
+    sentence_key,
+    split_sentences,
+    stem,
+    stems,
+)
 
 log = logging.getLogger(__name__)
 
@@ -303,20 +312,21 @@ def marked(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tuple[s
     it best, if one does (ties: each of them): a small model may leave out the marks,
     and an answer citing nothing is listed with every source it was shown. Returns the
     answer and how many sentences were marked."""
-    sentences = split_sentences(answer)
-    if CITE.search(answer) or not sentences:
+    if CITE.search(answer):
         return answer, 0
     texts = {c["n"]: " ".join(s["text"] for s in strips) for c, strips in numbered}
-    out, count = [], 0
-    for sentence in sentences:
+    pieces, start, count = [], 0, 0
+    for end in sentence_ends(answer):
+        sentence = answer[start:end]
         support = {n: _support(sentence, text) for n, text in texts.items()}
         best = max(support.values(), default=0.0)
         if best >= STATES_CLAIM:
             marks = " ".join(f"[{n}]" for n, v in support.items() if v == best)
-            end = len(sentence) - 1 if sentence[-1] in ".!?" else len(sentence)
-            sentence, count = f"{sentence[:end]} {marks}{sentence[end:]}", count + 1
-        out.append(sentence)
-    return (" ".join(out), count) if count else (answer, 0)
+            cut = len(sentence) - 1 if sentence[-1] in ".!?" else len(sentence)
+            sentence, count = f"{sentence[:cut]} {marks}{sentence[cut:]}", count + 1
+        pieces.append(sentence)
+        start = end
+    return "".join(pieces) + answer[start:], count
 
 
 def renumbered(answer: str, citations: list[Citation]) -> tuple[str, list[Citation]]:
