@@ -23,7 +23,7 @@ from crag.errors import ProviderError, StoreError
 from crag.grading.registry import GRADERS, judge_spec
 from crag.graph import Graph, build, compiled, graph
 from crag.models.chat import CHAT_MODELS, EXTRACTIVE
-from crag.models.embeddings import EMBEDDINGS
+from crag.models.embeddings import EMBEDDINGS, embeddings_ready
 from crag.prompts import partial_answer
 from crag.registry import Registry
 from crag.retrieval.clients import check_home
@@ -243,7 +243,7 @@ def check_ready(ctx: Context) -> None:
     in the environment, an optional package not installed): before the first question,
     not when a node first needs it."""
     GRADERS.check_ready(ctx.grading.grader.partition(":")[0])
-    EMBEDDINGS.check_ready(ctx.models.embeddings.partition(":")[0])
+    embeddings_ready(ctx)
     for spec in {ctx.models.chat_model, judge_spec(ctx) or EXTRACTIVE} - {EXTRACTIVE}:
         CHAT_MODELS.check_ready(spec.partition(":")[0])
     check_sources_ready(ctx)

@@ -252,6 +252,19 @@ def test_a_provider_without_its_key_stops_the_run_before_the_first_question(
     assert "retrieve" not in err  # no step ran
 
 
+def test_ingest_without_the_embedders_key_stops_before_the_first_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The key is the run's to have, not something the first file failed on."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    library = write_library(tmp_path / "lib")
+    argv = ["ingest", library, "--home", tmp_path / "home", "--embeddings", "openai:e"]
+    code, out, err = cli(capsys, *argv)
+    assert code == 2 and out == "", out
+    line = assert_one_line_error(code, err, "needs the OPENAI_API_KEY")
+    assert line.startswith("crag ingest: error: embeddings"), line
+
+
 def test_a_grader_failing_on_web_results_is_recorded_not_fatal(
     ask_home: Path, monkeypatch: pytest.MonkeyPatch, tally: Any
 ) -> None:

@@ -74,6 +74,7 @@ def _with_notes(progress: Progress, quiet: bool) -> Callable[[Event], None]:
 
 def run(args: argparse.Namespace) -> int:
     from crag.ingest.indexer import Ingestor  # Chroma and the embeddings: not for --help
+    from crag.models.embeddings import embeddings_ready
     from crag.retrieval.clients import check_collection_name, check_home
 
     try:
@@ -81,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         check_collection_name(ctx.store.collection)
         if not ctx.store.chroma_url:
             check_home(ctx)
-    except (ValueError, StoreError) as exc:
+        embeddings_ready(ctx)  # a missing key is the run's, not the first file's
+    except (ValueError, StoreError, ProviderError) as exc:
         _error(str(exc), args)
         return 2
 

@@ -78,6 +78,11 @@ def make_embeddings(
         return _CACHE[key]
 
 
+def embeddings_ready(ctx: Context) -> None:
+    """Raise ProviderError if the run's embedder cannot start here (a missing key)."""
+    EMBEDDINGS.check_ready(ctx.models.embeddings.partition(":")[0])
+
+
 def embeddings_for(ctx: Context) -> Remembering:
     """The run's embedder, as Context configures it (model, threads, timeout, masking)."""
     return make_embeddings(
