@@ -531,12 +531,14 @@ def test_a_source_label_copied_after_its_mark_is_left_to_the_source_list(
     model: type[RawReply], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The header above each source in the prompt is "[n] label"; a small model copies
-    it into its answer. A label that only starts the same (page 2 in page 24) stays."""
+    it into its answer, with the page it read or one of its own making (a section
+    number). A name that only starts the same stays."""
     from crag.nodes import generate
 
     written = (
         "The port is 7420 [1] guide.pdf, page 2, where it says so. "
-        "It is set in lumen.toml [2] notes.md. See also [1] guide.pdf, page 24."
+        "It is set in lumen.toml [2] notes.md. See [1] guide.pdf, page 4.1 Network Ports "
+        "and [2] notes.mdx."
     )
     reply = written if model is ParsedReply else json.dumps({"answer": written})[:-1]
     monkeypatch.setattr(generate, "make_chat_model", lambda *a, **k: model(reply))
@@ -554,7 +556,7 @@ def test_a_source_label_copied_after_its_mark_is_left_to_the_source_list(
     text, _ = asyncio.run(generate.draft("Which port?", numbered, ctx))
     assert text == (
         "The port is 7420 [1], where it says so. "
-        "It is set in lumen.toml [2]. See also [1] guide.pdf, page 24."
+        "It is set in lumen.toml [2]. See [1] Network Ports and [2] notes.mdx."
     )
 
 

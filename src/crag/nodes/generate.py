@@ -242,13 +242,17 @@ def shown_label(citation: Citation) -> str:
 
 
 def without_labels(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> str:
-    """The answer without a source's label copied after its mark ("[1] guide.pdf, page
-    2"): a small model echoes the header each source has in the prompt, and the list of
-    sources under the answer already says where each one is."""
-    for c, _ in numbered:
-        echo = rf"\[{c['n']}\]\s*{re.escape(shown_label(c))}(?!\w|\.\d)"
-        answer = re.sub(echo, f"[{c['n']}]", answer)
-    return answer
+    """The answer without a source's label copied after a mark ("[1] guide.pdf, page
+    2"): a small model echoes the header each source has in the prompt, often with a
+    page of its own making (a section number, "page 4.1"), and the list of sources under
+    the answer already says where each one is. The mark stays as written."""
+    paged = {without_directives(c["source"]) for c, _ in numbered if c.get("page")}
+    others = {shown_label(c) for c, _ in numbered if not c.get("page")}
+    echoes = [re.escape(x) for x in sorted(others, key=len, reverse=True)]
+    echoes += [rf"{re.escape(f)}(?:,\s*page\s+\w+(?:\.\d+)*)?" for f in sorted(paged)]
+    if not echoes:
+        return answer
+    return re.sub(rf"(\[\d+\])\s*(?:{'|'.join(echoes)})(?!\w)", r"\1", answer)
 
 
 def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> str:
