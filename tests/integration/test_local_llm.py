@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from answering import unmarked
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel
 from requires import LOCAL, require_module
@@ -22,7 +21,7 @@ from crag.errors import ProviderError
 from crag.models import ARRIVALS, Slots, llamacpp
 from crag.models.chat import make_chat_model
 from crag.models.llamacpp import LlamaCppChatModel, LlamaCppError
-from crag.nodes.generate import CITE
+from crag.nodes.generate import CITE, unmarked
 
 JUDGE_SYSTEM = "You are a strict relevance grader. Answer only 'yes' or 'no'."
 

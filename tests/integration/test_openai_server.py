@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from answering import unmarked
 from processes import free_port, serving
 from requires import LOCAL, require_module
 
 from crag import ask
 from crag.context import Context
 from crag.ingest.indexer import ingest_path
-from crag.nodes.generate import CITE
+from crag.nodes.generate import CITE, unmarked
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 RATE_LIMITS = (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -23,11 +22,6 @@ CORRECT_PATH = [
     "generate",
     "verify",
 ]
-
-
-def unmarked(answer: str) -> str:
-    """An answer without its citation marks: what a model wrote before crag marked it."""
-    return re.sub(r"\s*\[\d+\]", "", answer)
 
 
 async def answer_of(state: State, *, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -573,6 +573,11 @@ def test_a_source_label_copied_after_its_mark_is_left_to_the_source_list(
             "Port 7420 [2]. Note: the sources disagree.",
             "crag> Port 7420 [2]. Note: the sources disagree.",
         ),
+        (
+            "Port 7420 is the default. It is set by listen_port. Both are documented.",
+            "Port 7420 is the default [1]. It is set by listen_port. Both are documented [1] [3].",
+            "(sources: sentence 1 [1]; sentence 3 [1] [3])",
+        ),
     ],
 )
 def test_crag_chat_says_how_streamed_marks_read_against_the_sources_listed(
@@ -583,7 +588,8 @@ def test_crag_chat_says_how_streamed_marks_read_against_the_sources_listed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The model's words stream with the context's numbers; the sources are listed as the
-    answer numbers them. A renumbering alone is said in a line, not the answer again."""
+    answer numbers them. A renumbering alone, or marks added to an answer the model left
+    unmarked, is said in a line, not the answer again."""
     import io
 
     import crag.api

@@ -46,7 +46,8 @@ class Echo:
 def run(args: argparse.Namespace) -> int:
     from crag.api import ask, summary  # LangGraph and the models: not for --help
     from crag.models.chat import EXTRACTIVE
-    from crag.nodes.generate import CITE
+    from crag.nodes.generate import CITE, unmarked
+    from crag.text import sentence_ends
 
     ctx = context_from_args(args)
     check_before_asking(ctx)
@@ -75,11 +76,19 @@ def run(args: argparse.Namespace) -> int:
             continue
         result = summary(state)
         written, final = echo.text.strip(), result["answer"]
-        if written and CITE.sub("[]", written) == CITE.sub("[]", final):  # sources renumbered
+        if written and CITE.search(written) and CITE.sub("[]", written) == CITE.sub("[]", final):
             pairs = zip(CITE.findall(written), CITE.findall(final), strict=False)
             moved = dict.fromkeys(f"[{a}] is [{b}]" for a, b in pairs if a != b)
-            if moved:
+            if moved:  # sources renumbered
                 _write(f"\n(sources as listed below: {', '.join(moved)})")
+        elif written and written == unmarked(final) != final:  # marks added where none were
+            ends = sentence_ends(final)
+            marks = [
+                " ".join(f"[{n}]" for n in CITE.findall(final[a:b]))
+                for a, b in zip([0, *ends], ends, strict=False)
+            ]
+            listed = "; ".join(f"sentence {i} {m}" for i, m in enumerate(marks, 1) if m)
+            _write(f"\n(sources: {listed})")
         elif written != final:  # declined or corrected after it was written
             _write(("\n" if echo.text else "") + f"crag> {final}")
         _write("\n")

@@ -202,6 +202,12 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 CITE = re.compile(r"(?<![\w\])`])\[(\d+)\]")  # not an index: x[2], argv[1]
 
 
+def unmarked(answer: str) -> str:
+    """The answer without its citation marks: its words as the model wrote them, before
+    verify moved, added or renumbered marks."""
+    return re.sub(r"\s*" + CITE.pattern, "", answer)
+
+
 def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citation, list[Strip]]]:
     """Group kept strips by what a reader would cite (file + page, or URL), numbered
     [1], [2], ... in reading order, so two chunks of one page share one number."""
