@@ -244,6 +244,13 @@ def check_ready(ctx: Context) -> None:
     not when a node first needs it."""
     GRADERS.check_ready(ctx.grading.grader.partition(":")[0])
     embeddings_ready(ctx)
-    for spec in {ctx.models.chat_model, judge_spec(ctx) or EXTRACTIVE} - {EXTRACTIVE}:
+    specs = {ctx.models.chat_model, judge_spec(ctx) or EXTRACTIVE}
+    if (
+        ctx.generation.verify
+        and ctx.generation.verify_claims
+        and ctx.models.chat_model != EXTRACTIVE
+    ):
+        specs.add(ctx.models.judge_model or ctx.models.chat_model)  # checks a model's answer
+    for spec in specs - {EXTRACTIVE}:
         CHAT_MODELS.check_ready(spec.partition(":")[0])
     check_sources_ready(ctx)

@@ -103,9 +103,9 @@ def split_sentences(text: str) -> list[str]:
 def sentence_ends(text: str) -> list[int]:
     """Where each sentence of `text` ends, as it is written (trailing space excluded)."""
     ends, start = [], 0
-    for end in [*(m.start() for m in _SENTENCE_END.finditer(text)), len(text.rstrip())]:
+    for end in [*(m.start() for m in _SENTENCE_END.finditer(text)), len(text)]:
         if text[start:end].strip():
-            ends.append(end)
+            ends.append(len(text[:end].rstrip()))
             start = end
     return ends
 

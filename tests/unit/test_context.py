@@ -59,12 +59,15 @@ def test_only_the_providers_a_run_uses_must_be_able_to_start(
     check_ready(Context(**base))  # offline throughout: nothing to start
     # named but unused: a judge model with an offline grader, a source not in `sources`
     check_ready(Context(**base, judge_model="openai:m"))
+    check_ready(Context(**base, judge_model="openai:m", verify_claims=True))  # no model answer
     check_ready(Context(**{**base, "external": "tavily"}, sources="local"))
     for used in (
         {"external": "tavily"},
         {"chat_model": "openai:m"},
         {"grader": "judge", "judge_model": "openai:m"},
         {"embeddings": "openai:e"},
+        # the check of a model's answer against its sources asks the judge model
+        {"chat_model": "local", "judge_model": "openai:m", "verify_claims": True},
     ):
         with pytest.raises(ProviderError, match=r"TAVILY_API_KEY|OPENAI_API_KEY"):
             check_ready(Context(**{**base, **used}))

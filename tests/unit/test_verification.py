@@ -8,7 +8,6 @@ constraint is answered. Whether crag answered is state, not words.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from answering import answer_of
 from langgraph.runtime import Runtime
 
 from crag.context import Context
-from crag.nodes.generate import finished_sentences, marked, renumbered, repointed
+from crag.nodes.generate import finished_sentences, marked, renumbered, repointed, true_pages
 from crag.nodes.web_search import of_the_question, with_constraints
 from crag.state import Citation, Passage, State, Strip
 
@@ -261,6 +260,15 @@ def test_an_answer_citing_nothing_is_marked_with_the_sources_that_state_it() -> 
     cited_already = "The Team plan costs USD 6 [1]. It costs USD 8 from February 2025."
     assert marked(cited_already, numbered) == (cited_already, 0)  # the model's marks stand
     assert marked("Nothing here is stated.", numbered) == ("Nothing here is stated.", 0)
+    steps = "To pay:\n1. The Team plan costs USD 6 per user per month... That is all!?"
+    assert marked(steps, numbered) == (  # no mark for "1." or "That is all"
+        "To pay:\n1. The Team plan costs USD 6 per user per month [2]... That is all!?",
+        1,
+    )
+    spaced = "The Team plan costs USD 6 per user per month.  \n\nIt may change."
+    assert marked(spaced, numbered)[0].startswith(
+        "The Team plan costs USD 6 per user per month [2]."
+    )
 
 
 def test_the_sources_an_answer_lists_are_numbered_from_one() -> None:
@@ -517,47 +525,29 @@ def test_a_cut_reply_that_still_answers_is_no_warning(
     assert said == [level]
 
 
-class ParsedReply(RawReply):
-    """A chat model whose reply is the JSON asked for."""
-
-    async def ainvoke(self, messages: Any) -> dict[str, Any]:
-        from crag.prompts import Reply
-
-        return {"raw": None, "parsed": Reply(answer=self.content, found=True)}
-
-
-@pytest.mark.parametrize("model", [ParsedReply, RawReply])
-def test_a_source_label_copied_after_its_mark_is_left_to_the_source_list(
-    model: type[RawReply], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_page_a_model_writes_after_a_mark_is_the_cited_sources() -> None:
     """The header above each source in the prompt is "[n] label"; a small model copies
-    it into its answer, with the page it read or one of its own making (a section
-    number). A name that only starts the same stays."""
-    from crag.nodes import generate
+    it, with a page of its own making (a section number read as a page)."""
 
+    def source(n: int, name: str, page: str = "") -> tuple[Citation, list[Strip]]:
+        citation: Citation = {"n": n, "origin": "library", "source": name}
+        if page:
+            citation["page"] = page
+        return citation, [{"doc_id": f"{name}{page}", "position": 0, "text": "x", "score": 0.9}]
+
+    numbered = [source(1, "guide.pdf", "2"), source(2, "guide.pdf", "3"), source(3, "notes.md")]
     written = (
-        "The port is 7420 [1] guide.pdf, page 2, where it says so. "
-        "It is set in lumen.toml [2] notes.md. See [1] guide.pdf, page 4.1 Network Ports "
-        "and [2] notes.mdx."
+        "Port 7420 [1] guide.pdf, page 4, where it says so. See [2] guide.pdf, page 4.1 "
+        "Network Ports and [2] guide.pdf, page 2-3. Here [1] guide.pdf, page 2 it is. "
+        "Not [1] other.pdf, page 9, nor [3] guide.pdf, page 5, nor x[1] guide.pdf, page 7."
     )
-    reply = written if model is ParsedReply else json.dumps({"answer": written})[:-1]
-    monkeypatch.setattr(generate, "make_chat_model", lambda *a, **k: model(reply))
-    numbered: list[tuple[Citation, list[Strip]]] = [
-        (
-            {"n": 1, "origin": "library", "source": "guide.pdf", "page": "2"},
-            [{"doc_id": "d", "position": 0, "text": "The port is 7420.", "score": 0.9}],
-        ),
-        (
-            {"n": 2, "origin": "library", "source": "notes.md"},
-            [{"doc_id": "e", "position": 0, "text": "Set in lumen.toml.", "score": 0.9}],
-        ),
-    ]
-    ctx = Context(home=Path("/nonexistent-crag-home"), chat_model="local")
-    text, _ = asyncio.run(generate.draft("Which port?", numbered, ctx))
-    assert text == (
-        "The port is 7420 [1], where it says so. "
-        "It is set in lumen.toml [2]. See [1] Network Ports and [2] notes.mdx."
+    assert true_pages(written, numbered) == (
+        "Port 7420 [1] guide.pdf, page 2, where it says so. See [2] guide.pdf, page 3 "
+        "Network Ports and [2] guide.pdf, page 3. Here [1] guide.pdf, page 2 it is. "
+        "Not [1] other.pdf, page 9, nor [3] guide.pdf, page 5, nor x[1] guide.pdf, page 7.",
+        3,
     )
+    assert true_pages("Port 7420 [3].", numbered[2:]) == ("Port 7420 [3].", 0)  # no pages
 
 
 @pytest.mark.parametrize(

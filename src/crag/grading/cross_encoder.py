@@ -30,7 +30,12 @@ def check_installed() -> None:
 def _load(model: str) -> Any:
     """One loaded model per name and process: every grader of a run shares it."""
     check_installed()
-    from sentence_transformers import CrossEncoder
+    try:
+        from sentence_transformers import CrossEncoder
+    except ImportError as exc:  # installed, but a dependency of its own is missing or broken
+        raise ProviderError(
+            f"grader=cross-encoder cannot import sentence-transformers: {exc}"
+        ) from None
 
     try:
         return CrossEncoder(model, device="cpu")  # pairs cut at the model's own length

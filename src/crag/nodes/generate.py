@@ -133,7 +133,7 @@ async def draft(
     def fallback(why: str, detail: str, raw: str = "") -> tuple[str, str]:
         if text := finished_sentences(raw, len(numbered)):
             return (
-                without_labels(text, numbered),
+                text,
                 f"{counted(len(numbered), 'source')}; the reply's finished sentences ({detail})",
             )
         return f"({why}; best passages shown.) " + extractive_answer(numbered), FALLBACK + detail
@@ -168,7 +168,7 @@ async def draft(
         return fallback("The language model's reply could not be read", "unreadable reply", content)
     if not parsed.found or not parsed.answer.strip():
         return None, "model found no answer"
-    return without_labels(parsed.answer.strip(), numbered), counted(len(numbered), "source")
+    return parsed.answer.strip(), counted(len(numbered), "source")
 
 
 def asked_of(state: State) -> list[Constraint]:
@@ -247,18 +247,28 @@ def shown_label(citation: Citation) -> str:
     return without_directives(label(citation))
 
 
-def without_labels(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> str:
-    """The answer without a source's label copied after a mark ("[1] guide.pdf, page
-    2"): a small model echoes the header each source has in the prompt, often with a
-    page of its own making (a section number, "page 4.1"), and the list of sources under
-    the answer already says where each one is. The mark stays as written."""
-    paged = {without_directives(c["source"]) for c, _ in numbered if c.get("page")}
-    others = {shown_label(c) for c, _ in numbered if not c.get("page")}
-    echoes = [re.escape(x) for x in sorted(others, key=len, reverse=True)]
-    echoes += [rf"{re.escape(f)}(?:,\s*page\s+\w+(?:\.\d+)*)?" for f in sorted(paged)]
-    if not echoes:
-        return answer
-    return re.sub(rf"(\[\d+\])\s*(?:{'|'.join(echoes)})(?!\w)", r"\1", answer)
+def true_pages(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tuple[str, int]:
+    """The answer with the page it writes after a mark ("[1] guide.pdf, page 4") made the
+    page of the source the mark cites: a small model copies the header each source has
+    in the prompt, with a page of its own making (a section number read as a page).
+    Returns the answer and how many pages were corrected."""
+    by_n = {c["n"]: c for c, _ in numbered if c.get("page")}
+    files = sorted({without_directives(c["source"]) for c in by_n.values()}, key=len, reverse=True)
+    if not files:
+        return answer, 0
+    named = "|".join(re.escape(f) for f in files)
+    echo = re.compile(rf"{CITE.pattern}\s*({named}),\s*page\s+(\w+(?:[.\-]\w+)*)")
+    fixed = 0
+
+    def page_of_mark(m: re.Match[str]) -> str:
+        nonlocal fixed
+        source = by_n.get(int(m[1]))
+        if source is None or without_directives(source["source"]) != m[2]:
+            return m[0]  # a mark of another source: what it names is left as written
+        fixed += m[3] != str(source["page"])
+        return f"[{m[1]}] {shown_label(source)}"
+
+    return echo.sub(page_of_mark, answer), fixed
 
 
 def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> str:
@@ -330,9 +340,9 @@ def marked(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tuple[s
         sentence = answer[start:end]
         support = {n: _support(sentence, text) for n, text in texts.items()}
         best = max(support.values(), default=0.0)
-        if best >= STATES_CLAIM:
+        if best >= STATES_CLAIM and content_words(sentence):  # not "2." or "That is all."
             marks = " ".join(f"[{n}]" for n, v in support.items() if v == best)
-            cut = len(sentence) - 1 if sentence[-1] in ".!?" else len(sentence)
+            cut = len(sentence.rstrip(".!?"))
             sentence, count = f"{sentence[:cut]} {marks}{sentence[cut:]}", count + 1
         pieces.append(sentence)
         start = end

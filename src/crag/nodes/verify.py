@@ -42,6 +42,7 @@ from crag.nodes.generate import (
     render_sources,
     renumbered,
     repointed,
+    true_pages,
 )
 from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library_index import library_texts, missing_terms
@@ -205,6 +206,8 @@ async def verified(
         detail += f"; {moved} citation(s) moved to the source that states it" if moved else ""
         answer, marks = marked(answer, numbered)
         detail += f"; {counted(marks, 'sentence')} marked with their source" if marks else ""
+        answer, pages = true_pages(answer, numbered)
+        detail += f"; {counted(pages, 'page')} written after a mark corrected" if pages else ""
     citations = cited(answer, numbered)
     if not asked:
         return answered(answer, citations, detail, partial=dropped > 0)
