@@ -36,7 +36,6 @@ def _load(model: str) -> Any:
         raise ProviderError(
             f"grader=cross-encoder cannot import sentence-transformers: {exc}"
         ) from None
-
     try:
         return CrossEncoder(model, device="cpu")  # pairs cut at the model's own length
     except Exception as exc:  # a missing, private or malformed model: one line, the cause

@@ -130,42 +130,45 @@ async def draft(
         ),
     ]
 
-    def fallback(why: str, detail: str, raw: str = "") -> tuple[str, str]:
-        if text := finished_sentences(raw, len(numbered)):
+    def fallback(why: str, detail: str, problem: str, raw: str = "") -> tuple[str, str]:
+        """The reply's finished sentences, else the best passages; `problem` is logged, as
+        a warning only when nothing of the reply is kept (a reply cut at the token limit
+        usually keeps its answer)."""
+        text = finished_sentences(raw, len(numbered))
+        (log.info if text else log.warning)("%s", problem)
+        if text:
             return (
                 text,
                 f"{counted(len(numbered), 'source')}; the reply's finished sentences ({detail})",
             )
         return f"({why}; best passages shown.) " + extractive_answer(numbered), FALLBACK + detail
 
+    unreadable = "The language model's reply could not be read"
     try:
         reply = await model.with_structured_output(prompts.Reply, include_raw=True).ainvoke(
             messages
         )
     except ValueError as exc:  # a client that parses the JSON itself (pydantic) and raises
-        log.warning("chat model reply is not the JSON asked for: %s", brief(exc))
-        return fallback("The language model's reply could not be read", "unreadable reply")
+        problem = f"chat model reply is not the JSON asked for: {brief(exc)}"
+        return fallback(unreadable, "unreadable reply", problem)
     except Exception as exc:  # timeout, HTTP error, context overflow: still answer
         name = type(exc).__name__
         # an OpenAI client raises on a reply cut at the token limit, and keeps the reply
         cut = getattr(getattr(exc, "completion", None), "choices", None) or [None]
         raw = str(getattr(getattr(cut[0], "message", None), "content", "") or "")
-        (log.info if finished_sentences(raw, len(numbered)) else log.warning)(
-            "chat model failed (%s: %s); answering with what it wrote or the best passages",
-            name,
-            brief(exc),
+        problem = (
+            f"chat model failed ({name}: {brief(exc)}); "
+            "answering with what it wrote or the best passages"
         )
-        return fallback(f"The language model failed: {name}", f"model failed ({name})", raw)
+        return fallback(
+            f"The language model failed: {name}", f"model failed ({name})", problem, raw
+        )
     parsed = reply.get("parsed") if isinstance(reply, dict) else None
     if not isinstance(parsed, prompts.Reply):
         message = reply.get("raw") if isinstance(reply, dict) else None
         content = str(getattr(message, "content", "") or "")
-        # a reply cut at max_answer_tokens keeps its finished sentences: no warning for that
-        salvaged = bool(finished_sentences(content, len(numbered)))
-        (log.info if salvaged else log.warning)(
-            "chat model reply is not the JSON asked for: %r", brief(content)
-        )
-        return fallback("The language model's reply could not be read", "unreadable reply", content)
+        problem = f"chat model reply is not the JSON asked for: {brief(content)!r}"
+        return fallback(unreadable, "unreadable reply", problem, content)
     if not parsed.found or not parsed.answer.strip():
         return None, "model found no answer"
     return parsed.answer.strip(), counted(len(numbered), "source")
