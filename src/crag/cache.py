@@ -4,9 +4,10 @@ Only an answer crag is sure of is kept: verdict `correct`, answered, and verifie
 (`support == "supported"`); a refusal, a partial or corrected answer, an answer from the
 web path, and one whose `confidence` (when the state has one) is below
 `cache_min_confidence` never are. An entry records the tenant, the knobs the answer
-depends on and the version of the tenant's library it came from, so that it serves only
-the same tenant under the same settings, and an ingest that changes the library retires
-it.
+depends on, the version of the tenant's library it came from and the format of its
+result, so that it serves only the same tenant under the same settings, an ingest that
+changes the library retires it, and so does a crag whose answers hold more (or other)
+than the one that cached it.
 
 A question is served from the cache when its embedding is within `cache_threshold` of a
 cached question's and the two ask the same thing: the same years, dates, versions and
@@ -67,6 +68,10 @@ KEPT = (
     "confidence",
     "conflicts",  # its answer names them: the result says which
 )
+#: What a cached result holds and how it reads; raised whenever a change to crag makes a
+#: new answer differ from a cached one (its marks, its pages, a key in `KEPT`), so that
+#: entries of an older crag are never served again.
+RESULT_FORMAT = 2
 #: The knobs an answer depends on (besides the library): an entry serves runs with the
 #: same values only. The external source is not among them: a `correct` verdict never
 #: searches.
@@ -138,8 +143,10 @@ def worth_keeping(result: Mapping[str, Any], ctx: Context) -> bool:
 
 
 def scope(ctx: Context) -> str:
-    """The knobs an answer depends on, as one key (a retrained grader changes it too)."""
+    """The knobs an answer depends on and the result's format, as one key (a retrained
+    grader changes it too)."""
     knobs: dict[str, Any] = {name: ctx.get(name) for name in ANSWER_KNOBS}
+    knobs["format"] = RESULT_FORMAT
     if reads_trained(ctx):
         try:
             knobs["trained"] = trained_path(ctx).stat().st_mtime_ns

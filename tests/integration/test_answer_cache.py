@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from tenants import ACME, GLOBEX, write_tenant
 
+from crag import cache
 from crag.api import ask, summary
 from crag.cache import CACHE_FILE, entries, worth_keeping
 from crag.cli.ask import render
@@ -148,6 +149,19 @@ def test_settings_that_change_answers_do_not_share_entries(home: Path) -> None:
     assert not ask(ANNUAL, context=_ctx(home, strip_weight=0.0))["cached"]
     # the external source is not among them: a `correct` verdict never searches
     assert ask(ANNUAL, context=_ctx(home).with_overrides(external="local"))["cached"]
+
+
+def test_an_answer_cached_by_an_older_crag_is_not_served(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _ctx(home)
+    ask(ANNUAL, context=ctx)
+    assert ask(ANNUAL, context=ctx)["cached"]
+    # a crag whose answers read otherwise (new marks, pages, kept keys) raises the format
+    monkeypatch.setattr("crag.cache.RESULT_FORMAT", cache.RESULT_FORMAT + 1)
+    state = ask(ANNUAL, context=ctx)
+    assert not state["cached"] and state["verdict"] == "correct"
+    assert ask(ANNUAL, context=ctx)["cached"]  # and the fresh answer is cached anew
 
 
 def test_the_size_bound_evicts_the_least_recently_used(home: Path) -> None:
