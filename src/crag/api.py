@@ -245,12 +245,8 @@ def check_ready(ctx: Context) -> None:
     GRADERS.check_ready(ctx.grading.grader.partition(":")[0])
     embeddings_ready(ctx)
     specs = {ctx.models.chat_model, judge_spec(ctx) or EXTRACTIVE}
-    if (
-        ctx.generation.verify
-        and ctx.generation.verify_claims
-        and ctx.models.chat_model != EXTRACTIVE
-    ):
-        specs.add(ctx.models.judge_model or ctx.models.chat_model)  # checks a model's answer
+    if ctx.generation.checks_claims and ctx.models.chat_model != EXTRACTIVE:
+        specs.add(ctx.models.judge)  # checks a model's answer
     for spec in specs - {EXTRACTIVE}:
         CHAT_MODELS.check_ready(spec.partition(":")[0])
     check_sources_ready(ctx)

@@ -121,6 +121,12 @@ class Models:
         60.0, "Timeout of each call to `openai:` embeddings (s).", check="seconds"
     )
 
+    @property
+    def judge(self) -> str:
+        """The chat model that judges: documents for a judging grader, an answer's claims
+        for `verify_claims`."""
+        return self.judge_model or self.chat_model
+
 
 @dataclass
 class Search:

@@ -229,6 +229,11 @@ class Generation:
         "and answer it instead of declining.",
     )
 
+    @property
+    def checks_claims(self) -> bool:
+        """Whether a model's answer has each sentence checked by the judge."""
+        return self.verify and self.verify_claims
+
 
 @dataclass
 class Cache:

@@ -98,7 +98,7 @@ def _cross_encoder(ctx: Context, embeddings: Embeddings, library: bool) -> Relev
 def judge_grader(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGrader:
     from crag.grading.judge import JudgeGrader
 
-    spec = ctx.models.judge_model or ctx.models.chat_model
+    spec = ctx.models.judge
     if spec == EXTRACTIVE:
         raise ProviderError(
             f"grader={ctx.grading.grader} needs a chat model (chat_model is 'extractive')"
@@ -119,7 +119,7 @@ def _cascade(ctx: Context, embeddings: Embeddings, library: bool) -> RelevanceGr
 
 def _server_judge(ctx: Context) -> bool:
     """Whether the judge would be a chat model that `auto` lets judge (a server's)."""
-    return judges_by_default(ctx.models.judge_model or ctx.models.chat_model)
+    return judges_by_default(ctx.models.judge)
 
 
 #: The graders that ask the LLM judge, and those that score with the offline grader (so
@@ -135,7 +135,7 @@ def uses_llm(ctx: Context) -> bool:
 
 def judge_spec(ctx: Context) -> str | None:
     """The chat model the run's grader asks, if it asks one."""
-    return (ctx.models.judge_model or ctx.models.chat_model) if uses_llm(ctx) else None
+    return ctx.models.judge if uses_llm(ctx) else None
 
 
 def reads_trained(ctx: Context) -> bool:

@@ -164,9 +164,7 @@ async def grounded(
     sentences = split_sentences(answer)
     if not sentences:
         return answer, 0, "nothing to check"
-    model = make_chat_model(
-        ctx.models.judge_model or ctx.models.chat_model, ctx, max_tokens=16 * len(sentences)
-    )
+    model = make_chat_model(ctx.models.judge, ctx, max_tokens=16 * len(sentences))
     listed = "\n".join(f"{i}. {text}" for i, text in enumerate(sentences, 1))
     tag = prompts.data_tag()
     messages = [
@@ -197,7 +195,7 @@ async def verified(
     """The draft answered, partly answered or declined."""
     answer, detail, dropped = draft["text"], draft["detail"], 0
     if draft["by_model"] and not draft["fallback"]:
-        if ctx.generation.verify and ctx.generation.verify_claims:
+        if ctx.generation.checks_claims:
             answer, dropped, grounding = await grounded(answer, numbered, ctx)
             detail += f"; {grounding}"
             if not answer:
