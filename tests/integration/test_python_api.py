@@ -19,6 +19,7 @@ from crag.graph import Graph
 
 PORT_QUESTION = "Which TCP port does the Lumen server's HTTPS API listen on by default?"
 FOLLOW_UP = "And which setting changes it?"
+REFUND_QUESTION = "How long do I have to ask for a full refund of an annual Lumen subscription?"
 
 
 def test_from_crag_import_graph_is_the_compiled_graph_in_any_import_order() -> None:
@@ -142,6 +143,17 @@ def test_a_follow_up_is_read_with_the_question_before_it(sample_home: Path) -> N
     assert kinds == ["human", "ai", "human", "ai"]
     assert second["messages"][2].content == FOLLOW_UP  # the conversation keeps the words used
     assert "follow-up" in second["path"][0]["detail"]
+
+
+def test_a_turn_that_failed_leaves_the_next_question_its_own(sample_home: Path) -> None:
+    ctx = Context(home=sample_home, chat_model="extractive", external="none")
+    with pytest.raises(Exception, match="nope"):  # fails in the graph, after condense
+        ask(REFUND_QUESTION, context=ctx.with_overrides(collection="nope"), thread_id="t-fail")
+    state = ask(PORT_QUESTION, context=ctx, thread_id="t-fail")
+    assert state["question"] == PORT_QUESTION and "7420" in state["answer"], state["answer"]
+    # the failed turn's question is not left in the conversation without its answer
+    assert [(m.type, m.content) for m in state["messages"]][0] == ("human", PORT_QUESTION)
+    assert len(state["messages"]) == 2
 
 
 def test_a_conversation_resumes_in_a_new_process(sample_home: Path, tmp_path: Path) -> None:

@@ -17,7 +17,13 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+)
 from langgraph.runtime import Runtime
 
 from crag import cache, prompts
@@ -34,6 +40,9 @@ from crag.text import counted
 
 log = logging.getLogger(__name__)
 
+#: Marks the message condense writes for a question given as `question`. Left last by a
+#: run that failed, it is that run's question, not the next one's.
+ASKED = "crag_question"
 #: Turns of conversation shown to the model, and characters kept of each answer.
 HISTORY_TURNS, ANSWER_CHARS = 3, 300
 
@@ -83,12 +92,16 @@ async def condense(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     ARRIVALS.came()
     messages = list(state.get("messages") or [])
-    said: list[HumanMessage] = []
-    if messages and isinstance(messages[-1], HumanMessage):
+    said: list[AnyMessage] = []
+    last = messages[-1] if messages else None
+    if isinstance(last, HumanMessage) and not last.additional_kwargs.get(ASKED):
         asked: Any = messages.pop().text  # a chat client sends the question as a message
     else:
+        if isinstance(last, HumanMessage) and last.id:  # a failed run's question: unanswered
+            messages.pop()
+            said.append(RemoveMessage(id=last.id))
         asked = state.get("question")
-        said = [HumanMessage(str(asked))]
+        said.append(HumanMessage(str(asked), additional_kwargs={ASKED: True}))
     # bounded work on any input, also for callers that skip the API (langgraph dev)
     asked = clean_question(asked, ctx.retrieval.max_question_chars)
     question, reading = await standalone(asked, messages, ctx)
