@@ -72,38 +72,34 @@ KEPT = (
 #: new answer differ from a cached one (its marks, its pages, a key in `KEPT`), so that
 #: entries of an older crag are never served again.
 RESULT_FORMAT = 2
+#: The knobs that never change an answer once the library is fixed: where things are
+#: kept, how long to wait and how many at once, how chunks are cut (the library's version
+#: covers that), and the cache's own. Every other knob is part of an entry's key, so a
+#: new knob is too unless it is named here.
+_NOT_ANSWER_KNOBS = frozenset(
+    {
+        "home",
+        "chunk_size",
+        "chunk_overlap",
+        "model_cache",
+        "threads",
+        "local_slots",
+        "local_queue_timeout_s",
+        "chat_timeout_s",
+        "embeddings_timeout_s",
+        "cache",
+        "cache_threshold",
+        "cache_size",
+        "cache_min_confidence",
+    }
+)
 #: The knobs an answer depends on (besides the library): an entry serves runs with the
-#: same values only. The external source is not among them: a `correct` verdict never
-#: searches.
+#: same values only. The external sources are not among them (only the masking of what
+#: is sent out): a `correct` verdict never searches.
 ANSWER_KNOBS = tuple(
     name
-    for name in KNOBS
-    if name
-    in {
-        "collection",
-        "embeddings",
-        "chat_model",
-        "grader",
-        "judge_model",
-        "k",
-        "candidates",
-        "strip_weight",
-        "upper",
-        "lower",
-        "coverage_check",
-        "cascade_low",
-        "cascade_high",
-        "judge_weight",
-        "refine",
-        "strip_sentences",
-        "strip_threshold",
-        "max_strips",
-        "redact_queries",
-        "verify",
-        "verify_claims",
-        "near_miss_answers",
-        "max_answer_tokens",
-    }
+    for name, spec in KNOBS.items()
+    if name not in _NOT_ANSWER_KNOBS and (spec.group != "search" or name == "redact_queries")
 )
 
 _SCHEMA = """

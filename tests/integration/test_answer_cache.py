@@ -147,6 +147,9 @@ def test_settings_that_change_answers_do_not_share_entries(home: Path) -> None:
     assert not ask(ANNUAL, context=_ctx(home, strip_threshold=0.3))["cached"]
     assert not ask(ANNUAL, context=_ctx(home, candidates=8))["cached"]
     assert not ask(ANNUAL, context=_ctx(home, strip_weight=0.0))["cached"]
+    assert not ask(ANNUAL, context=_ctx(home, fast_path=False))["cached"]
+    assert not ask(ANNUAL, context=_ctx(home, weight_recency=0.5))["cached"]
+    assert not ask(ANNUAL, context=_ctx(home, dedup_threshold=0.5))["cached"]
     # the external source is not among them: a `correct` verdict never searches
     assert ask(ANNUAL, context=_ctx(home).with_overrides(external="local"))["cached"]
 
