@@ -297,6 +297,17 @@ def test_sentences_the_sources_do_not_state_are_removed(
     assert nothing["answered"] is False and nothing["citations"] == []
 
 
+def test_every_mark_in_an_answer_names_a_listed_source(
+    dev_home: Path, openai_server: FakeOpenAI
+) -> None:
+    """Marks written together ("[1][2]") are two marks; a mark of a source the model was
+    not shown ([9]) is dropped rather than left pointing at nothing."""
+    openai_server.reply = "It balances bias and variance [1][2]. It trades two errors [9]."
+    result = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
+    assert result["answer"] == "It balances bias and variance [1] [2]. It trades two errors."
+    assert [c["n"] for c in result["citations"]] == [1, 2]
+
+
 def test_a_reply_that_is_not_json_falls_back_to_cited_passages(
     dev_home: Path, openai_server: FakeOpenAI
 ) -> None:

@@ -152,7 +152,7 @@ def test_a_turn_that_failed_leaves_the_next_question_its_own(sample_home: Path) 
     state = ask(PORT_QUESTION, context=ctx, thread_id="t-fail")
     assert state["question"] == PORT_QUESTION and "7420" in state["answer"], state["answer"]
     # the failed turn's question is not left in the conversation without its answer
-    assert [(m.type, m.content) for m in state["messages"]][0] == ("human", PORT_QUESTION)
+    assert (state["messages"][0].type, state["messages"][0].content) == ("human", PORT_QUESTION)
     assert len(state["messages"]) == 2
 
 

@@ -96,8 +96,7 @@ def finished_sentences(raw: str, sources: int) -> str:
     sentence again and again, until the token limit) has usually written its answer
     first. The answer stops where a sentence comes again, and citations of sources that
     do not exist are dropped; "" when no sentence was finished."""
-    text = prompts.partial_answer(raw)
-    text = CITE.sub(lambda m: m[0] if 1 <= int(m[1]) <= sources else "", text)
+    text = tidied(prompts.partial_answer(raw), sources)
     kept: list[str] = []
     seen: set[str] = set()
     start = 0
@@ -169,9 +168,10 @@ async def draft(
         content = str(getattr(message, "content", "") or "")
         problem = f"chat model reply is not the JSON asked for: {brief(content)!r}"
         return fallback(unreadable, "unreadable reply", problem, content)
-    if not parsed.found or not parsed.answer.strip():
+    answer = tidied(parsed.answer, len(numbered)).strip()
+    if not parsed.found or not answer:
         return None, "model found no answer"
-    return parsed.answer.strip(), counted(len(numbered), "source")
+    return answer, counted(len(numbered), "source")
 
 
 def asked_of(state: State) -> list[Constraint]:
@@ -203,6 +203,19 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 CITE = re.compile(r"(?<![\w\])`])\[(\d+)\]")  # not an index: x[2], argv[1]
+
+
+def tidied(answer: str, sources: int) -> str:
+    """A model's citation marks as crag reads them: one apart ("[1][2]" is "[1] [2]"),
+    and none for a source it was not shown (a [9] of five)."""
+    answer = _RUN_OF_MARKS.sub(lambda m: " ".join(_MARK.findall(m[0])), answer)
+    return re.sub(
+        r"\s*" + CITE.pattern, lambda m: m[0] if 1 <= int(m[1]) <= sources else "", answer
+    )
+
+
+_MARK = re.compile(r"\[\d+\]")
+_RUN_OF_MARKS = re.compile(r"(?<![\w\])`])(?:\[\d+\]){2,}")
 
 
 def unmarked(answer: str) -> str:
