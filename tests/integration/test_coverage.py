@@ -112,6 +112,10 @@ def test_a_name_made_of_everyday_words_is_specific_where_it_is_capitalised() -> 
     # a sentence's first word is capitalised whatever it is; lower case is vocabulary
     assert specific_terms("Prices of the team plan: what are they?") == []
     assert specific_terms("What is the monthly price of the nebula plan?") == []
+    # typed in capitals or Title Case, a capital marks no name: everyday words stay so
+    assert specific_terms("WHAT IS THE MONTHLY PRICE OF THE TEAM PLAN?") == []
+    assert specific_terms("What Is The Monthly Price Of The Team Plan?") == []
+    assert specific_terms("Explain Nebula.") == ["Nebula"]
 
 
 def test_a_capitalised_name_the_library_never_mentions_is_missing(library: Context) -> None:

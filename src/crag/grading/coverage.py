@@ -96,10 +96,15 @@ def head_of(term: str) -> str:
 def specific_terms(question: str) -> list[str]:
     """The question's terms that name something: specific in themselves (`is_specific`),
     or capitalised inside a sentence, as English writes a name made of everyday words
-    ("the Nebula Ultra plan", "the Super Bowl"). A misspelt everyday word names nothing."""
+    ("the Nebula Ultra plan", "the Super Bowl"), unless every word of the sentence is. A
+    misspelt everyday word names nothing."""
     named: set[str] = set()
     for sentence in split_sentences(normalize(question)):
-        named.update(w.strip(".,;:!?'’\"()") for w in sentence.split()[1:] if w[:1].isupper())
+        words = [w for w in sentence.split()[1:] if w[:1].isalpha()]
+        capitals = [w.strip(".,;:!?'’\"()") for w in words if w[:1].isupper()]
+        if len(words) >= 3 and len(capitals) == len(words):
+            continue  # typed in capitals or Title Case: a capital marks no name here
+        named.update(capitals)
     found = [head_of(t) for t in key_terms(question) if is_specific(t) or t in named]
     return list(dict.fromkeys(t for t in found if not misspelt(t)))
 
