@@ -296,6 +296,12 @@ def test_only_specific_terms_are_checked_against_the_library() -> None:
         ("Compare pricing and features of Enterprise vs Pro", ["Enterprise", "Pro"]),
         ("Dropout and bagging are both said to reduce overfitting.", ["Dropout", "bagging"]),
         ("RNN versus LSTM?", ["RNN", "LSTM"]),
+        # a version's dot ends no side
+        ("Lumen 2.4 vs 3.0 rate limits?", ["Lumen 2.4", "3.0 rate limits"]),
+        (
+            "What is the difference between Python 3.11 and Python 3.12?",
+            ["Python 3.11", "Python 3.12"],
+        ),
         ("What is the bias-variance trade-off?", []),
         ("Who won the 2019 US Open?", []),
     ],

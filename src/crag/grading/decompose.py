@@ -32,10 +32,13 @@ log = logging.getLogger(__name__)
 MAX_PARTS = 4
 MAX_NAME_WORDS = 3
 
-# A side is a short noun phrase: a few words, no clause punctuation.
-_SIDE = r"[^:?,;.!()]{1,120}?"
-_WORDS = r"[\w\-'’]+(?:[ \t][\w\-'’]+){0,4}"  # up to five words, read back from "vs"
-_END = r"(?=[:?,;.!(]|$)"
+# A side is a short noun phrase: a few words, no clause punctuation (the dot of a
+# version, "2.4", is none).
+_DOT = r"(?<=\d)\.(?=\d)"
+_SIDE = rf"(?:[^:?,;.!()]|{_DOT}){{1,120}}?"
+_WORD = rf"(?:[\w\-'’]|{_DOT})+"
+_WORDS = rf"{_WORD}(?:[ \t]{_WORD}){{0,4}}"  # up to five words, read back from "vs"
+_END = r"(?=[:?,;!(]|\.(?!\d)|$)"
 # The forms of a comparison; `a` and `b` are the two things compared.
 _COMPARISONS = [
     re.compile(p, re.IGNORECASE)
@@ -48,7 +51,7 @@ _COMPARISONS = [
         rf"(?P<b>{_SIDE}){_END}",
         rf"\bcompare\s+(?P<a>{_SIDE})\s+with\s+(?P<b>{_SIDE}){_END}",
         rf"\bcompare\s+(?P<a>{_SIDE})\s+(?:to|and)\s+(?P<b>{_SIDE}){_END}",
-        r"(?P<a>[\w\-'’]+(?:[ \t][\w\-'’]+){0,3})\s+and\s+(?P<b>[\w\-'’]+(?:[ \t][\w\-'’]+){0,3}?)"
+        rf"(?P<a>{_WORD}(?:[ \t]{_WORD}){{0,3}})\s+and\s+(?P<b>{_WORD}(?:[ \t]{_WORD}){{0,3}}?)"
         r"\s+(?:(?:are|is|do|does|were|can)\s+)?(?:each|both)\b",
     )
 ]
