@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,53 @@ def test_prune_keeps_files_that_failed_to_load(library: Path, ctx: Context) -> N
     summary = ingest_path(ctx, library, prune=True, embeddings=FakeEmbeddings())
     assert summary.files_failed == 1 and summary.pruned == []
     assert any(m["source"] == "d.pdf" for m in _rows(ctx).values())
+
+
+def test_prune_keeps_the_files_of_a_folder_that_could_not_be_listed(
+    library: Path, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest_path(ctx, library, embeddings=FakeEmbeddings())
+    real_walk = os.walk
+
+    def walk(top: Any, onerror: Any = None, **kwargs: Any) -> Any:
+        for dirpath, dirnames, filenames in real_walk(top, onerror=onerror, **kwargs):
+            if "sub" in dirnames:  # as os.walk does when listing it is refused
+                dirnames.remove("sub")
+                onerror(PermissionError(13, "Permission denied", str(Path(dirpath) / "sub")))
+            yield dirpath, dirnames, filenames
+
+    monkeypatch.setattr("crag.ingest.discovery.os.walk", walk)
+    summary = ingest_path(ctx, library, prune=True, embeddings=FakeEmbeddings())
+    assert summary.files_failed == 1 and summary.pruned == []
+    assert any(m["source"] == "sub/b.md" for m in _rows(ctx).values())
+
+
+def test_a_linked_folder_outside_the_tree_is_read_and_one_inside_it_is_not_read_twice(
+    library: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "e.md").write_text(_doc(TOPICS[5]), encoding="utf-8")
+    (outside / "again").symlink_to(outside)  # a loop: walked once
+    (library / "linked").symlink_to(outside)
+    (library / "sub" / "up").symlink_to(library)  # the tree itself: its files are read once
+    found = discover(library)
+    assert [found.source(f) for f in found.files] == [
+        "a.md",
+        "c.txt",
+        "d.pdf",
+        "linked/e.md",
+        "sub/b.md",
+    ]
+
+
+def test_a_rebuild_whose_embedder_fails_drops_nothing(library: Path, ctx: Context) -> None:
+    ingest_path(ctx, library, embeddings=FakeEmbeddings())
+    before = _rows(ctx)
+    broken = FakeEmbeddings(fail_after=0, error=RuntimeError("no such model"))
+    with pytest.raises(IngestError, match=r"no such model.*nothing was dropped") as info:
+        ingest_path(ctx, library, rebuild=True, embeddings=broken)
+    assert info.value.exit_code == 2 and _rows(ctx) == before
 
 
 def test_single_file_and_other_collection(library: Path, ctx: Context) -> None:

@@ -13,6 +13,7 @@ import io
 import json
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -418,6 +419,7 @@ def test_bad_files_are_reported_one_line_each_and_the_rest_ingested(
     (library / "loop1.md").symlink_to(library / "loop2.md")
     (library / "loop2.md").symlink_to(library / "loop1.md")
     (library / "new.md").write_text(topic_doc("transformers"), encoding="utf-8")
+    (library / os.fsdecode(b"bad_\xff.md")).write_text(topic_doc("names"), encoding="utf-8")
 
     real_read = loaders._read_raw
 
@@ -440,6 +442,7 @@ def test_bad_files_are_reported_one_line_each_and_the_rest_ingested(
         "gone.pdf": ("ingest: a dangling symbolic link", "broken symbolic link"),
         "loop1.md": ("ingest: a symbolic link loop", "broken symbolic link"),
         "loop2.md": ("ingest: a symbolic link loop", "broken symbolic link"),
+        "bad_\ufffd.md": ("ingest: a file name that is not UTF-8", "not valid UTF-8"),
     }
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     for name, (kind, reason) in expected.items():
@@ -465,6 +468,12 @@ def _rows(home: Path) -> dict[str, dict[str, Any]]:
         ("ingest: a folder with no documents", ["ingest", "{tmp}/empty_dir"], 1, "no documents"),
         ("ingest: an unsupported file", ["ingest", "{tmp}/doc.docx"], 2, "unsupported file type"),
         ("ingest: --prune with one file", ["ingest", "{tmp}/one.md", "--prune"], 2, "--prune"),
+        (
+            "ingest: --rebuild with one file",
+            ["ingest", "{tmp}/one.md", "--rebuild"],
+            2,
+            "--rebuild needs a folder",
+        ),
         (
             "ingest: chunk_overlap >= chunk_size",
             ["ingest", "{tmp}/one.md", "--chunk-size", "300", "--chunk-overlap", "300"],

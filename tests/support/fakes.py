@@ -48,6 +48,8 @@ class FakeEmbeddings(Embeddings):
         return [self._vector(t) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
+        if self.fail_after is not None and self.texts >= self.fail_after:
+            raise self.error
         return self._vector(text)
 
 

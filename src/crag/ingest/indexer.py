@@ -144,8 +144,9 @@ class Ingestor:
         start = time.perf_counter()
         path = Path(path).expanduser()
         found = discover(path)
-        if self.prune and path.is_file():
-            raise IngestError("--prune needs a folder, not a single file", exit_code=2)
+        for flag, wanted in (("--prune", self.prune), ("--rebuild", self.rebuild)):
+            if wanted and path.is_file():  # it would drop every other file's chunks
+                raise IngestError(f"{flag} needs a folder, not a single file", exit_code=2)
         summary = self.summary
         summary.root = str(found.root)
         if self.ctx.store.chroma_url:
@@ -188,7 +189,10 @@ class Ingestor:
                     summary.files.append(report)
                     self._emit("file_done", index=index, **asdict(report))
                 if self.prune and summary.error is None:
-                    self._prune(collection, stored, {found.source(f) for f in found.files})
+                    unlisted = [folder for folder, _ in found.errors]
+                    self._prune(
+                        collection, stored, {found.source(f) for f in found.files}, unlisted
+                    )
                 self._seal(client, collection)
                 if summary.error is None and not self.ctx.store.chroma_url:
                     write_manifest(self.ctx, self.collection_name, self._complete)
@@ -224,7 +228,14 @@ class Ingestor:
         whose database is unreadable moved aside)."""
         if not self.rebuild:
             return open_client(self.ctx, create=True)
-        _ = self.embeddings  # a missing model or key fails before anything is dropped
+        try:  # a missing model or key fails before anything is dropped
+            self.embeddings.embed_query("crag")
+        except Exception as exc:
+            raise IngestError(
+                f"--rebuild: the embedder cannot embed ({describe_error(exc)}); nothing was "
+                "dropped",
+                exit_code=2,
+            ) from exc
         try:
             client = open_client(self.ctx, create=True)
             dropped = drop_collection(client, self.collection_name)
@@ -362,8 +373,22 @@ class Ingestor:
         vector = known | dict(zip(missing, vectors, strict=True))
         return [vector[h] for h in hashes], len(missing)
 
-    def _prune(self, collection: Collection, stored: dict[str, Stored], present: set[str]) -> None:
-        gone = sorted(s for s in stored if s not in present)
+    def _prune(
+        self,
+        collection: Collection,
+        stored: dict[str, Stored],
+        present: set[str],
+        unlisted: Sequence[str],
+    ) -> None:
+        """Remove the chunks of files no longer there; a file or folder that could not be
+        read is not gone (a mount or a permission may come back)."""
+        if str(self.summary.root) in unlisted:
+            return
+        gone = sorted(
+            s
+            for s in stored
+            if s not in present and not any(s == u or s.startswith(u + "/") for u in unlisted)
+        )
         for source in gone:
             ids = sorted(stored[source].ids)
             self._delete(collection, ids)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
+    BaseMessage,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
@@ -92,7 +93,7 @@ async def condense(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     ARRIVALS.came()
     messages = list(state.get("messages") or [])
-    said: list[AnyMessage] = []
+    said: list[BaseMessage] = []
     last = messages[-1] if messages else None
     if isinstance(last, HumanMessage) and not last.additional_kwargs.get(ASKED):
         asked: Any = messages.pop().text  # a chat client sends the question as a message
