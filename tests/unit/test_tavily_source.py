@@ -108,6 +108,26 @@ def test_a_refused_key_is_one_line_without_the_key(fake: FakeTavily) -> None:
     assert "tvly-wrongkey" not in str(info.value)
 
 
+def test_each_search_closes_its_client(fake: FakeTavily, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client left open keeps its connections until a garbage collection: a long-lived
+    server would pile them up."""
+    from tavily import AsyncTavilyClient
+
+    closed: list[object] = []
+    real_close = AsyncTavilyClient.close
+
+    async def close(self: AsyncTavilyClient) -> None:
+        closed.append(self)
+        await real_close(self)
+
+    monkeypatch.setattr(AsyncTavilyClient, "close", close)
+    search(fake, ["lumen"])
+    fake.mode = "error500"
+    with pytest.raises(SearchError):
+        search(fake, ["lumen"])
+    assert len(set(map(id, closed))) == 2
+
+
 def test_a_slow_service_fails_at_the_timeout(fake: FakeTavily) -> None:
     fake.mode = "slow"
     started = time.monotonic()

@@ -56,12 +56,12 @@ class TavilySearch:
         from tavily import AsyncTavilyClient  # only when Tavily is the source
 
         kwargs = {"api_base_url": self.base_url} if self.base_url else {}
-        client = AsyncTavilyClient(api_key=self.api_key, **kwargs)
         try:
-            response = await asyncio.wait_for(
-                client.search(queries[0], max_results=k, timeout=self.timeout_s),
-                timeout=self.timeout_s + 1,
-            )
+            async with AsyncTavilyClient(api_key=self.api_key, **kwargs) as client:
+                response = await asyncio.wait_for(
+                    client.search(queries[0], max_results=k, timeout=self.timeout_s),
+                    timeout=self.timeout_s + 1,
+                )
         except TimeoutError as exc:
             raise SearchError(f"tavily: no answer within {self.timeout_s:g} s") from exc
         except Exception as exc:  # the client raises its own error types per status

@@ -180,7 +180,9 @@ class SqlSearch:
 
     def __init__(self, ctx: Context) -> None:
         if ctx.search.sql_path is None:
-            raise SearchError("sql: no database named (set sql_path, CRAG_SQL_PATH or --sql)")
+            raise SearchError(
+                "sql: no database named (set sql_path: --set sql_path=FILE, or CRAG_SQL_PATH)"
+            )
         self.ctx = ctx
         self.path = Path(ctx.search.sql_path)
 
