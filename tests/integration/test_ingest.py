@@ -183,6 +183,44 @@ def test_prune_keeps_files_that_failed_to_load(library: Path, ctx: Context) -> N
     assert any(m["source"] == "d.pdf" for m in _rows(ctx).values())
 
 
+def test_a_subfolder_ingested_again_keeps_its_names_and_prunes_only_itself(
+    library: Path, ctx: Context
+) -> None:
+    ingest_path(ctx, library, embeddings=FakeEmbeddings())
+    before = _rows(ctx)
+    again = ingest_path(ctx, library / "sub", prune=True, embeddings=FakeEmbeddings())
+    assert [(f.source, f.status) for f in again.files] == [("sub/b.md", "unchanged")]
+    assert again.pruned == [] and _rows(ctx) == before  # the rest of the library stays
+    one = ingest_path(ctx, library / "sub" / "b.md", embeddings=FakeEmbeddings())
+    assert [(f.source, f.status) for f in one.files] == [("sub/b.md", "unchanged")]
+    (library / "sub" / "new.md").write_text(_doc(TOPICS[5]), encoding="utf-8")
+    (library / "sub" / "b.md").unlink()
+    pruned = ingest_path(ctx, library / "sub", prune=True, embeddings=FakeEmbeddings())
+    assert pruned.pruned == ["sub/b.md"]
+    assert {m["source"] for m in _rows(ctx).values()} == {"a.md", "c.txt", "d.pdf", "sub/new.md"}
+
+
+def test_two_folders_never_replace_each_others_files(tmp_path: Path, ctx: Context) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, topic in ((first, TOPICS[0]), (second, TOPICS[1])):
+        folder.mkdir()
+        (folder / "notes.md").write_text(_doc(topic), encoding="utf-8")
+    (second / "other.md").write_text(_doc(TOPICS[2]), encoding="utf-8")
+    ingest_path(ctx, first, embeddings=FakeEmbeddings())
+    kept = _rows(ctx)
+    summary = ingest_path(ctx, second, prune=True, embeddings=FakeEmbeddings())
+    (clash,) = [f for f in summary.files if f.status == "failed"]
+    assert clash.source == "notes.md" and str(first / "notes.md") in clash.reason
+    assert "--collection" in clash.reason and summary.pruned == []
+    rows = _rows(ctx)
+    assert {cid: m for cid, m in rows.items() if m["source"] == "notes.md"} == kept
+    assert {m["source"] for m in rows.values()} == {"notes.md", "other.md"}
+    # a folder moved away is no other folder: its files are replaced
+    first.rename(tmp_path / "moved")
+    replaced = ingest_path(ctx, second, embeddings=FakeEmbeddings())
+    assert [f.status for f in replaced.files] == ["updated", "unchanged"]
+
+
 def test_prune_keeps_the_files_of_a_folder_that_could_not_be_listed(
     library: Path, ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:

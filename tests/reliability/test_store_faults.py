@@ -496,7 +496,22 @@ def test_an_interrupted_ingest_leaves_no_seal_and_no_false_alarm(
     lib = Path(shutil.copytree(clean[0], home.parent / "lib"))
     for f in sorted(lib.iterdir())[:3]:
         f.write_text(f.read_text().replace("alpha", "omega"), encoding="utf-8")
+    # the library moved here: its old place is empty (else it would be another library
+    # holding files of the same names, which an ingest never replaces)
+    aside = clean[0].rename(clean[0].with_name("lib.aside"))
+    try:
+        _interrupt_an_ingest(home, lib, capsys, caplog, tally)
+    finally:
+        aside.rename(clean[0])
 
+
+def _interrupt_an_ingest(
+    home: Path,
+    lib: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    tally: Any,
+) -> None:
     class Interrupting(Hashed):
         calls = 0
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from crag.errors import IngestError
@@ -12,12 +13,39 @@ from crag.ingest.loaders import SUPPORTED, kind_of
 
 @dataclass
 class Discovery:
-    root: Path  # sources are relative to this
+    root: Path  # the path walked: sources are relative to it, after `prefix`
     files: list[Path]
     errors: list[tuple[str, str]]  # (folder, reason) for folders that could not be listed
+    #: Where `root` lies in the folder the collection first knew it by ("" when it is
+    #: that folder): a subfolder's files keep the names the whole folder gives them.
+    prefix: str = ""
 
     def source(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
+        rel = path.relative_to(self.root).as_posix()
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    @property
+    def library(self) -> str:
+        """The folder the sources are named from, as an absolute path."""
+        top = self.root.resolve()
+        for _ in self.prefix.split("/") if self.prefix else ():
+            top = top.parent
+        return str(top)
+
+    def within(self, libraries: Iterable[str]) -> Discovery:
+        """The same files named from the folder of `libraries` (earlier ingests' folders)
+        that holds `root`, if one does: `crag ingest books/sub` after `crag ingest books`
+        names sub's files "sub/...", as the whole folder did, not anew."""
+        top = self.root.resolve()
+        holders = [Path(f) for f in libraries if top != Path(f) and top.is_relative_to(f)]
+        if self.prefix or not holders:
+            return self
+        prefix = top.relative_to(min(holders, key=lambda f: len(f.parts))).as_posix()
+        errors = [
+            (where if where == str(self.root) else f"{prefix}/{where}", why)
+            for where, why in self.errors
+        ]
+        return replace(self, errors=errors, prefix=prefix)
 
 
 def _utf8(name: str) -> bool:

@@ -111,6 +111,7 @@ class Ingestor:
         self._client: ClientAPI | None = None
         self._read_ahead = ReadAhead(ctx.store.chunk_size, ctx.store.chunk_overlap)
         self._next: tuple[Path, Stored] | None = None  # the file after the current one
+        self._library = ""  # the folder the run's sources are named from (absolute)
 
     # -- plumbing --
     def _emit(self, event: str, **data: Any) -> None:
@@ -161,6 +162,8 @@ class Ingestor:
                 )
                 self._adopt(client, collection)
                 stored = scan(collection, self.ctx.store.tenant)
+                found = found.within({s.library for s in stored.values() if s.library})
+                self._library = found.library
                 self._emit(
                     "start",
                     root=str(found.root),
@@ -189,10 +192,7 @@ class Ingestor:
                     summary.files.append(report)
                     self._emit("file_done", index=index, **asdict(report))
                 if self.prune and summary.error is None:
-                    unlisted = [folder for folder, _ in found.errors]
-                    self._prune(
-                        collection, stored, {found.source(f) for f in found.files}, unlisted
-                    )
+                    self._prune(collection, stored, found)
                 self._seal(client, collection)
                 if summary.error is None and not self.ctx.store.chroma_url:
                     write_manifest(self.ctx, self.collection_name, self._complete)
@@ -288,6 +288,12 @@ class Ingestor:
                 report.chunks = len(stored.version_ids(version))
                 self._complete[source] = (version, report.chunks)
                 return report
+            if (elsewhere := _elsewhere(source, stored, self._library)) is not None:
+                raise LoadError(
+                    file,
+                    f"{elsewhere} is in collection {self.collection_name!r} under the same name: "
+                    "ingest one of the two folders into another collection (--collection)",
+                )
             doc, chunks = self._read_ahead.load(file, data)
             if self._next is not None:  # read while this file is embedded
                 self._read_ahead.start(*self._next, self.chunker)
@@ -313,6 +319,7 @@ class Ingestor:
         base_meta: dict[str, Any] = {
             TENANT_KEY: self.ctx.store.tenant,
             "source": source,
+            "library": self._library,
             "title": doc.title,
             "front_matter": doc.front_matter,
             "kind": doc.kind,
@@ -373,21 +380,23 @@ class Ingestor:
         vector = known | dict(zip(missing, vectors, strict=True))
         return [vector[h] for h in hashes], len(missing)
 
-    def _prune(
-        self,
-        collection: Collection,
-        stored: dict[str, Stored],
-        present: set[str],
-        unlisted: Sequence[str],
-    ) -> None:
-        """Remove the chunks of files no longer there; a file or folder that could not be
-        read is not gone (a mount or a permission may come back)."""
-        if str(self.summary.root) in unlisted:
+    def _prune(self, collection: Collection, stored: dict[str, Stored], found: Discovery) -> None:
+        """Remove the chunks of the files of the folder ingested that are no longer there.
+        Not gone: a file or folder that could not be read (a mount or a permission may
+        come back), files outside the subfolder ingested, and files of another folder
+        that is still there."""
+        unlisted = [where for where, _ in found.errors]
+        if str(found.root) in unlisted:
             return
+        present = {found.source(f) for f in found.files}
+        scope = f"{found.prefix}/" if found.prefix else ""
         gone = sorted(
             s
             for s in stored
-            if s not in present and not any(s == u or s.startswith(u + "/") for u in unlisted)
+            if s not in present
+            and s.startswith(scope)
+            and not any(s == u or s.startswith(u + "/") for u in unlisted)
+            and _elsewhere(s, stored[s], self._library) is None
         )
         for source in gone:
             ids = sorted(stored[source].ids)
@@ -396,6 +405,15 @@ class Ingestor:
         self.summary.pruned = gone
         if gone:
             self._emit("pruned", sources=gone, chunks=self.summary.chunks_pruned)
+
+
+def _elsewhere(source: str, other: Stored, library: str) -> Path | None:
+    """The file of another folder, still there, that the collection holds under this
+    source's name (two folders with a notes.md), if there is one."""
+    if other.library in (None, library):
+        return None
+    path = Path(str(other.library)) / source
+    return path if path.is_file() else None
 
 
 def ingest_path(

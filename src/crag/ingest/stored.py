@@ -47,6 +47,8 @@ class Stored:
     """What the collection holds for one source: id → (version, chunks of that version)."""
 
     ids: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: The folder it was ingested from (absolute), where its chunks record one.
+    library: str | None = None
 
     def version_ids(self, version: str) -> set[str]:
         return {i for i, (v, _) in self.ids.items() if v == version}
@@ -65,6 +67,8 @@ def scan(collection: Collection, tenant: str) -> dict[str, Stored]:
     stored: dict[str, Stored] = {}
     for record in iter_records(collection, page=SCAN_PAGE, where={TENANT_KEY: tenant}):
         entry = stored.setdefault(str(record.metadata.get("source", "")), Stored())
+        if entry.library is None and isinstance(record.metadata.get("library"), str):
+            entry.library = str(record.metadata["library"])
         count = record.metadata.get("chunks", 0)
         entry.ids[record.id] = (
             str(record.metadata.get("version", "")),
