@@ -14,6 +14,8 @@ import json
 import logging
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -671,3 +673,19 @@ def test_train_grader_without_cross_validation_saves_nothing_unless_forced(
         assert not (home / "grader" / "grader.json").exists()
     code, out, _ = cli(capsys, *argv, "--force")
     assert code == 0 and (home / "grader" / "grader.json").is_file()
+
+
+def test_output_piped_to_a_reader_that_stops_ends_quietly(tmp_path: Path, tally: Any) -> None:
+    """`crag config | head -1`: the reader is gone before crag is done writing."""
+    read, write = os.pipe()
+    os.close(read)
+    with tried(tally, "bad input", "output piped to a reader that has gone (| head)"):
+        done = subprocess.run(
+            [sys.executable, "-m", "crag.cli.main", "config", "--home", str(tmp_path)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+        os.close(write)
+        assert (done.returncode, done.stderr) == (141, "")

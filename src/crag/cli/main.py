@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -74,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
                 handler.addFilter(SecretFilter())
         try:
             code: int = args.run(args)
+            sys.stdout.flush()  # a reader gone (`| head`) shows here, not at exit
+        except BrokenPipeError:  # the reader has what it wanted: end quietly
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # no second error at exit
+            return 141  # as a command stopped by SIGPIPE
         except (CragError, ValueError) as exc:  # the user's to fix: one line (-v: traceback)
             if args.verbose:
                 traceback.print_exc()
