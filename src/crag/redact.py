@@ -49,6 +49,15 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+#: A placeholder left where something was masked.
+_PLACEHOLDER = re.compile(
+    r"\[(?:" + "|".join(re.escape(kind) for kind in dict.fromkeys(k for k, _ in _PATTERNS)) + r")\]"
+)
+#: A date written with hyphens (2024-11-05, 05-11-2024): digits and separators, as a
+#: phone number is, but no one's number.
+_DATE = re.compile(r"\b(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}-\d{1,2}-\d{4})\b")
+
+
 def _luhn(digits: str) -> bool:
     """Card numbers pass the Luhn check; most other long numbers (ISBNs, ids) do not."""
     total, parity = 0, len(digits) % 2
@@ -64,7 +73,7 @@ def _is_phone(span: str) -> bool:
     """A phone number has 7-15 digits and is written with a + or separators, not as a
     year, a version, a date or a plain count ("2023", "3.11.2", "120 300")."""
     digits = re.sub(r"\D", "", span)
-    if not 7 <= len(digits) <= 15 or "." in span:
+    if not 7 <= len(digits) <= 15 or "." in span or _DATE.search(span):
         return False
     return span.startswith("+") or "(" in span or len(re.findall(r"[ -]", span)) >= 2
 
@@ -85,6 +94,11 @@ def _mixed(span: str) -> bool:
 class Redacted:
     text: str
     removed: list[str] = field(default_factory=list)  # the kinds removed, in order, once each
+
+    @property
+    def bare(self) -> str:
+        """The text without its placeholders: "[email]" is no word to search for."""
+        return " ".join(_PLACEHOLDER.sub(" ", self.text).split())
 
 
 def redact(text: str) -> Redacted:

@@ -89,6 +89,9 @@ HARMLESS = [
     "How many days are in a leap year, 366?",
     "What was the population of Tokyo in 2020?",
     "Is Python 3.12 faster than 3.11?",
+    "What happened on 1998-05-12 in Paris?",  # a date: digits and hyphens, no phone
+    "Who met on 2023-05-01 10:30 in Geneva?",
+    "Which release shipped on 05-11-2024?",
 ]
 
 
@@ -105,6 +108,12 @@ def test_secrets_and_personal_data_are_masked(text: str, kind: str) -> None:
 def test_ordinary_questions_pass_unchanged(question: str) -> None:
     out = redact(question)
     assert (out.text, out.removed) == (question, [])
+
+
+def test_a_query_is_written_without_the_placeholders() -> None:
+    out = redact("Reply to jane.doe@example.com about the refund, or call 555-123-4567")
+    assert out.text == "Reply to [email] about the refund, or call [phone]"
+    assert out.bare == "Reply to about the refund, or call"
 
 
 def test_only_the_kinds_are_recorded_never_the_values() -> None:

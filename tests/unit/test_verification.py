@@ -196,6 +196,16 @@ def test_a_model_query_may_name_what_the_library_lacks_in_its_normal_form(
     assert update["web_query"] == "beta parameter adam optimizer"
 
 
+def test_a_query_holds_no_word_that_stands_in_for_a_masked_secret() -> None:
+    import crag.nodes.web_search as rewriting
+
+    ctx = Context(home=Path("/nonexistent"), chat_model="extractive")
+    state: State = {"question": "What does beta control in Adam? Reply to jane.doe@example.com"}
+    update = asyncio.run(rewriting.rewrite(state, runtime=Runtime(context=ctx)))
+    assert update["redacted"] == ["email"] and "email" not in update["web_query"].split()
+    assert {"beta", "adam"} <= set(update["web_query"].split())
+
+
 def test_a_reply_cut_off_in_a_loop_keeps_its_finished_sentences() -> None:
     looped = '{"answer": "Raise proxy_read_timeout [2]. It keeps it open. [1] [2] [3] [4] [9'
     assert (

@@ -92,7 +92,7 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     # the query leaves the machine: it is written from the question without its secrets
     outgoing = redact(state["question"]) if ctx.search.redact_queries else None
-    question = outgoing.text if outgoing else state["question"]
+    question = outgoing.bare if outgoing else state["question"]
     masked = outgoing.removed if outgoing else []
 
     def sendable(text: str) -> str:  # less the words of a masked secret ("jane.doe")
