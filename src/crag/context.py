@@ -340,3 +340,22 @@ def context_from(value: Context | dict[str, Any] | None) -> Context:
     if isinstance(value, dict):
         return Context(**value)
     return value
+
+
+def served_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A graph's context schema as a server reads it: the groups, none required (each has
+    its defaults), and every knob by its flat name too, without a default (a knob not
+    given keeps the environment's, the settings file's or its own). A server keeps only
+    the context keys its schema names: without the flat names, `{"tenant": "acme"}`
+    would be dropped and the run would read the default tenant's library."""
+    if not schema or "properties" not in schema:
+        return schema
+    schema = {k: v for k, v in schema.items() if k != "required"}
+    defs = schema.get("$defs", {})
+    properties = dict(schema["properties"])
+    for spec in KNOBS.values():
+        group = defs.get(GROUPS[spec.group].__name__, {}).get("properties", {})
+        flat = {k: v for k, v in group.get(spec.attr, {}).items() if k != "default"}
+        properties.setdefault(spec.name, flat or {"description": spec.description})
+    schema["properties"] = properties
+    return schema

@@ -14,7 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from crag.aio import iterate_sync, run_sync
-from crag.context import Context
+from crag.context import Context, served_schema
 from crag.nodes.generate import generate
 from crag.nodes.grade import grade, grade_part, part_sends
 from crag.nodes.refine import refine
@@ -41,13 +41,17 @@ NODES: dict[str, Node] = {
 
 class Graph(CompiledStateGraph[State, Context, InputState, State]):
     """A compiled crag graph. The nodes are async; `invoke` and `stream` drive the async
-    versions on crag's background loop, so sync callers and notebooks can use them."""
+    versions on crag's background loop, so sync callers and notebooks can use them. A
+    server reads every knob of its context by flat name (`served_schema`)."""
 
     def invoke(self, *args: Any, **kwargs: Any) -> Any:
         return run_sync(self.ainvoke(*args, **kwargs))
 
     def stream(self, *args: Any, **kwargs: Any) -> Any:
         return iterate_sync(self.astream(*args, **kwargs))
+
+    def get_context_jsonschema(self) -> dict[str, Any] | None:
+        return served_schema(super().get_context_jsonschema())
 
 
 def compiled(builder: StateGraph[State, Context, InputState, State], **kwargs: Any) -> Graph:

@@ -97,6 +97,31 @@ def test_stream_interrupt_inspect_resume_and_history(server: DevServer) -> None:
     asyncio.run(scenario())
 
 
+def test_a_runs_knobs_reach_it_by_flat_name_as_by_group(server: DevServer) -> None:
+    """A server keeps only the context keys its schema names: a flat knob dropped there
+    would run another tenant's library, or other settings, without a word."""
+    from langgraph_sdk import get_client
+
+    async def run(context: dict[str, object]) -> dict[str, object]:
+        client = get_client(url=server.url, timeout=120)
+        thread = await client.threads.create()
+        final = await client.runs.wait(
+            thread["thread_id"], "crag", input={"question": PORT}, context=context
+        )
+        assert isinstance(final, dict), final
+        return final
+
+    async def scenario() -> None:
+        for context in ({"k": 3, "cache": False}, {"retrieval": {"k": 3}, "cache": False}):
+            final = await run(context)
+            assert len(final["scores"]) == 3 and not final["cached"], (context, final)
+        for context in ({"tenant": "nobody"}, {"store": {"tenant": "nobody"}}):
+            final = await run(context)  # nobody's library is empty: nothing to answer from
+            assert final["tenant"] == "nobody" and final["answered"] is False, context
+
+    asyncio.run(scenario())
+
+
 def test_twenty_concurrent_threads_each_get_their_own_verdict_and_answer(
     server: DevServer,
 ) -> None:

@@ -11,13 +11,14 @@ import asyncio
 from typing import Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 # typing_extensions, not typing: on Python < 3.12 pydantic (used by langgraph-api
 # for the input/output JSON schemas) rejects typing.TypedDict.
 from typing_extensions import TypedDict
 
-from crag.context import Context, context_from
+from crag.context import Context, context_from, served_schema
 from crag.errors import CragError
 from crag.ingest.indexer import ingest_path
 
@@ -62,6 +63,13 @@ async def ingest(state: IngestState, runtime: Runtime[Context]) -> IngestOutput:
     return await asyncio.to_thread(_run_ingest, ctx, state, writer)
 
 
+class IngestGraph(CompiledStateGraph[IngestState, Context, IngestInput, IngestOutput]):
+    """The compiled ingest graph: a server reads its context's knobs by flat name too."""
+
+    def get_context_jsonschema(self) -> dict[str, Any] | None:
+        return served_schema(super().get_context_jsonschema())
+
+
 def build() -> Any:
     builder = StateGraph(
         IngestState, context_schema=Context, input_schema=IngestInput, output_schema=IngestOutput
@@ -69,7 +77,9 @@ def build() -> Any:
     builder.add_node("ingest", ingest)
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", END)
-    return builder.compile(name="crag-ingest")
+    graph = builder.compile(name="crag-ingest")
+    graph.__class__ = IngestGraph  # compile() has no hook for the class it builds
+    return graph
 
 
 graph = build()
