@@ -11,7 +11,7 @@ from crag.text import normalize
 
 _Y = r"(1[89]\d\d|20\d\d)"
 #: A year a text writes (1800-2099), not part of a longer number or version.
-YEAR = re.compile(rf"(?<![\w.]){_Y}(?![\w.])")
+YEAR = re.compile(rf"(?<![\w.]){_Y}(?!\w|\.\d)")
 _ISO_DATE = re.compile(rf"(?<![\w.]){_Y}[-/](\d{{1,2}})[-/](\d{{1,2}})(?![\d/]|\.\d)")
 _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+([a-z]{{3,9}})\.?,?\s+{_Y}\b")
 _MONTH_DAY_YEAR = re.compile(rf"\b([a-z]{{3,9}})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+{_Y}\b")

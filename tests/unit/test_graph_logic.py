@@ -241,6 +241,9 @@ def test_question_constraints_and_the_evidence_that_meets_them() -> None:
     stale = check(nobel, ["The 2021 Nobel Prize in Literature went to Abdulrazak Gurnah."])
     assert not stale.holds and stale.instead == {"2023": ["2021"]}
     assert check(nobel, ["In 2023 the prize went to Jon Fosse."]).holds
+    assert check(nobel, ["The prize went to Jon Fosse in 2023."]).holds  # a sentence's end
+    assert not check(nobel, ["The prize went to Annie Ernaux in 2022."]).holds
+    assert kinds("List the Lumen releases of 2024.") == [("year", "2024"), ("name", "lumen")]
     lumen = constraints("How did the rate limit change in version 3?")
     assert check(lumen, ["Lumen 3.0 raised the limit to 600 requests."]).holds
     assert not check(lumen, ["Lumen 2.4 and 30 requests."]).holds
