@@ -346,6 +346,34 @@ def test_a_model_query_that_is_not_the_question_is_replaced_by_its_keywords(
     assert "zorbo" not in query and {"ai", "news"} <= set(query.lower().split())
 
 
+def test_a_messages_stream_shows_the_answer_and_none_of_crags_own_model_calls(
+    dev_home: Path, openai_server: FakeOpenAI
+) -> None:
+    """Studio and SDK clients stream `messages`: the query the model writes for the web
+    is crag's to read, and is no token of the answer."""
+    import asyncio
+
+    from crag.graph import graph
+
+    openai_server.reply = "the latest AI news [1]."
+    ctx = Context(home=dev_home, chat_model="openai:test-model", cache=False)
+
+    async def streamed() -> list[str]:
+        nodes = []
+        async for chunk, meta in graph.astream(
+            {"question": AI_NEWS}, context=ctx, stream_mode="messages"
+        ):
+            if chunk.type.startswith("AIMessage") or chunk.type == "ai":
+                nodes.append(meta["langgraph_node"])
+        return nodes
+
+    nodes = asyncio.run(streamed())
+    # the model wrote the web query, streamed as any call is under this stream mode
+    (query,) = [body for _, body, _ in openai_server.requests if body.get("stream")]
+    assert "web search query" in json.dumps(query["messages"])
+    assert nodes and set(nodes) <= {"generate", "verify"}, nodes
+
+
 def test_a_failing_chat_model_falls_back_to_cited_passages(
     dev_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

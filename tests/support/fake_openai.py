@@ -72,6 +72,35 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _stream(self, reply: dict[str, Any]) -> None:
+                """The reply as server-sent chunks, a few characters each, as a server
+                streams when asked to (`stream: true`)."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                (choice,) = reply["choices"]
+                text = choice["message"]["content"]
+                pieces = [text[i : i + 4] for i in range(0, len(text), 4)]
+                deltas = [{"role": "assistant", "content": ""}]
+                deltas += [{"content": piece} for piece in pieces]
+                for i, delta in enumerate(deltas):
+                    last = i == len(deltas) - 1
+                    chunk = {
+                        "id": reply["id"],
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": reply["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": delta,
+                                "finish_reason": choice["finish_reason"] if last else None,
+                            }
+                        ],
+                    }
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -80,6 +109,8 @@ class FakeOpenAI:
                 )
                 if self.headers.get("Authorization") != f"Bearer {fake.api_key}":
                     self._send(401, {"error": {"message": "bad key", "type": "auth"}})
+                elif self.path == "/v1/chat/completions" and body.get("stream"):
+                    self._stream(fake.chat(body))
                 elif self.path == "/v1/chat/completions":
                     self._send(200, fake.chat(body))
                 elif self.path == "/v1/embeddings":

@@ -33,7 +33,7 @@ from crag.directives import without_directives
 from crag.grading.confidence import Weights, why_preferred
 from crag.grading.constraints import stated
 from crag.grading.question_form import read
-from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.models.chat import EXTRACTIVE, UNSTREAMED, make_chat_model
 from crag.state import Conflict, ConflictValue, Passage, Strip
 from crag.text import MONTHS, STOPWORDS, folded_words, normalize, split_sentences, stem, stems
 
@@ -211,7 +211,7 @@ async def read_out(question: str, found: Sequence[Claimant], ctx: Context) -> No
         HumanMessage(prompts.CONFLICT_USER.format(sources=sources, question=question)),
     ]
     reply = await asyncio.wait_for(
-        model.with_structured_output(prompts.SourceValues).ainvoke(messages),
+        model.with_structured_output(prompts.SourceValues).ainvoke(messages, config=UNSTREAMED),
         timeout=ctx.models.chat_timeout_s,
     )
     if not isinstance(reply, prompts.SourceValues):

@@ -24,7 +24,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from crag import prompts
 from crag.context import Context
 from crag.grading.constraints import Constraint, when
-from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.models.chat import EXTRACTIVE, UNSTREAMED, make_chat_model
 from crag.text import STOPWORDS, content_words, normalize, terms, without_clitic
 
 log = logging.getLogger(__name__)
@@ -283,7 +283,8 @@ async def decompose(question: str, ctx: Context) -> Split:
             [
                 SystemMessage(prompts.DECOMPOSE_SYSTEM),
                 HumanMessage(prompts.DECOMPOSE_USER.format(question=question)),
-            ]
+            ],
+            config=UNSTREAMED,
         )
         by_model = _parsed(str(reply.content))
     except Exception as exc:  # decomposition is an optimisation: never fail the run on it

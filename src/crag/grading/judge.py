@@ -16,6 +16,7 @@ from crag import prompts
 from crag.directives import without_directives
 from crag.errors import ProviderError
 from crag.grading.graders import NEUTRAL
+from crag.models.chat import UNSTREAMED
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,9 @@ class JudgeGrader:
         tag = prompts.data_tag()  # one per question: the model's prompt cache still helps
         batch: list[Any] = [self.messages(question, p, tag) for p in passages]
         replies = await self.model.abatch(
-            batch, config={"max_concurrency": self.max_concurrency}, return_exceptions=True
+            batch,
+            config={**UNSTREAMED, "max_concurrency": self.max_concurrency},
+            return_exceptions=True,
         )
         read = [parse_judgement(r) if isinstance(r, AIMessage) else None for r in replies]
         if all(score is None for score in read):  # a judge that is down judges nothing

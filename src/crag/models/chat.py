@@ -21,9 +21,14 @@ from crag.registry import Registry
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+    from langchain_core.runnables import RunnableConfig
 
 #: Not a chat model: the generate node answers with the best kept strips instead.
 EXTRACTIVE = "extractive"
+#: The config of a model call whose words are crag's to read, not the user's: a question
+#: condensed or split, a query, a check's verdicts, a source's values. A server's
+#: `stream_mode="messages"` shows only the answer ("nostream" is LangGraph's tag).
+UNSTREAMED: RunnableConfig = {"tags": ["nostream"]}
 
 Factory = Callable[[str, Context, int], "BaseChatModel"]  # (model name, context, max tokens)
 CHAT_MODELS: Registry[Factory] = Registry("chat model")

@@ -31,7 +31,7 @@ from crag import cache, prompts
 from crag.context import Context
 from crag.grading.decompose import Split, carried, decompose, is_follow_up
 from crag.models import ARRIVALS
-from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.models.chat import EXTRACTIVE, UNSTREAMED, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.retrieval.library import hit_to_passage
 from crag.retrieval.library import retrieve as library_retrieve
@@ -77,7 +77,8 @@ async def standalone(
             [
                 SystemMessage(prompts.CONDENSE_SYSTEM),
                 HumanMessage(prompts.CONDENSE_USER.format(history=history, question=question)),
-            ]
+            ],
+            config=UNSTREAMED,
         )
         condensed = " ".join(str(reply.content).split())
     except Exception as exc:  # condensing is an aid: fall back to the rule

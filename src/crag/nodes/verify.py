@@ -31,7 +31,7 @@ from crag.grading.conflicts import disagreement
 from crag.grading.constraints import Check, Constraint, check
 from crag.grading.outcome import probability, signals
 from crag.grading.question_form import read
-from crag.models.chat import make_chat_model
+from crag.models.chat import UNSTREAMED, make_chat_model
 from crag.nodes.generate import (
     asked_of,
     citation_of,
@@ -174,7 +174,8 @@ async def grounded(
         ),
     ]
     try:
-        reply = await model.with_structured_output(prompts.Grounding).ainvoke(messages)
+        checker = model.with_structured_output(prompts.Grounding)
+        reply = await checker.ainvoke(messages, config=UNSTREAMED)
     except Exception as exc:  # unreadable reply, timeout: the answer stands unchecked
         log.warning("grounding check failed (%s); answer kept unchecked", brief(exc))
         return answer, 0, f"grounding check failed ({type(exc).__name__})"

@@ -24,7 +24,7 @@ from crag.errors import ProviderError, SearchError
 from crag.grading.constraints import check
 from crag.grading.question_form import read
 from crag.grading.registry import make_grader
-from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.models.chat import EXTRACTIVE, UNSTREAMED, make_chat_model
 from crag.nodes.trail import context_of, note, recorded
 from crag.redact import redact, without_masked
 from crag.retrieval.external import ExternalSearch, make_source, source_names
@@ -118,7 +118,8 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     if gaps
                     else prompts.REWRITE_USER.format(question=question)
                 ),
-            ]
+            ],
+            config=UNSTREAMED,
         )
         # the gaps are asked for in their normal form ("beta" for "β"): words of the question
         query = of_the_question(clean_query(str(reply.content)), " ".join([question, *gaps]))

@@ -27,7 +27,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from crag import prompts
 from crag.context import Context
 from crag.errors import SearchError
-from crag.models.chat import EXTRACTIVE, make_chat_model
+from crag.models.chat import EXTRACTIVE, UNSTREAMED, make_chat_model
 from crag.text import STOPWORDS, folded_words, stems
 
 if TYPE_CHECKING:
@@ -199,7 +199,8 @@ class SqlSearch:
                     [
                         SystemMessage(prompts.SQL_SYSTEM),
                         HumanMessage(prompts.SQL_USER.format(schema=listing, question=question)),
-                    ]
+                    ],
+                    config=UNSTREAMED,
                 )
                 if sql := _model_query(str(reply.content)):
                     return sql, (), "model"
