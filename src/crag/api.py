@@ -8,7 +8,9 @@ in a node; and each provider the run will use must be able to start (`check_read
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
@@ -20,6 +22,7 @@ from langgraph.types import StreamMode
 from crag.aio import synchronous
 from crag.context import DEFAULT_TENANT, ENV_PREFIX, Context
 from crag.errors import ProviderError, StoreError
+from crag.filelock import LockBusy, exclusive
 from crag.grading.registry import GRADERS, judge_spec
 from crag.graph import Graph, build, compiled, graph
 from crag.models.chat import CHAT_MODELS, EXTRACTIVE
@@ -43,6 +46,8 @@ def make_context(context: Context | None = None, **overrides: Any) -> Context:
 StepCallback = Callable[[str, dict[str, Any]], None]
 TokenCallback = Callable[[str], None]
 THREADS_FILE = "threads.sqlite"
+#: One lock file per thread in use: a thread answers one question at a time.
+TURN_LOCKS = "thread-locks"
 
 
 @contextlib.asynccontextmanager
@@ -60,11 +65,34 @@ async def thread_graph(
         raise StoreError(
             f"no library at {ctx.store.home}: run `crag ingest FOLDER --home {ctx.store.home}`"
         )
-    async with AsyncSqliteSaver.from_conn_string(str(ctx.store.home / THREADS_FILE)) as saver:
+    key = thread_key(ctx, thread_id)
+    async with (
+        one_turn_at_a_time(ctx, key),
+        AsyncSqliteSaver.from_conn_string(str(ctx.store.home / THREADS_FILE)) as saver,
+    ):
         yield (
             compiled(build(), checkpointer=saver, name="crag"),
-            {"configurable": {"thread_id": thread_key(ctx, thread_id)}},
+            {"configurable": {"thread_id": key}},
         )
+
+
+@contextlib.asynccontextmanager
+async def one_turn_at_a_time(ctx: Context, key: str) -> AsyncIterator[None]:
+    """Hold the thread while a turn runs: a second question on it (in this process or
+    another) waits for the first, instead of both starting from the same checkpoint and
+    one turn being lost."""
+    folder = ctx.store.home / TURN_LOCKS
+    folder.mkdir(exist_ok=True)
+    path = folder / hashlib.sha256(key.encode()).hexdigest()[:20]
+    held = contextlib.ExitStack()
+    while True:
+        try:
+            held.enter_context(exclusive(path, wait=False))
+            break
+        except LockBusy:
+            await asyncio.sleep(0.05)
+    with held:
+        yield
 
 
 def thread_key(ctx: Context, thread_id: str) -> str:

@@ -156,6 +156,24 @@ def test_a_turn_that_failed_leaves_the_next_question_its_own(sample_home: Path) 
     assert len(state["messages"]) == 2
 
 
+def test_two_questions_at_once_on_one_thread_are_both_kept(sample_home: Path) -> None:
+    from crag import aask
+
+    ctx = Context(home=sample_home, chat_model="extractive", external="none", cache=False)
+
+    async def both() -> None:
+        await asyncio.gather(
+            aask(PORT_QUESTION, context=ctx, thread_id="t-both"),
+            aask(REFUND_QUESTION, context=ctx, thread_id="t-both"),
+        )
+
+    asyncio.run(both())
+    state = ask(FOLLOW_UP, context=ctx, thread_id="t-both")
+    asked = [m.content for m in state["messages"] if m.type == "human"]
+    assert sorted(asked[:2]) == sorted([PORT_QUESTION, REFUND_QUESTION]) and len(asked) == 3
+    assert [m.type for m in state["messages"]] == ["human", "ai"] * 3
+
+
 def test_a_conversation_resumes_in_a_new_process(sample_home: Path, tmp_path: Path) -> None:
     """The checkpointer is SQLite in CRAG_HOME: a restart keeps the thread."""
     script = textwrap.dedent(
