@@ -309,7 +309,7 @@ def test_a_statement_from_the_model_that_writes_is_refused(
     from crag.retrieval import sql
 
     class Writer:
-        async def ainvoke(self, messages: Any) -> Any:
+        async def ainvoke(self, messages: Any, config: Any = None) -> Any:
             return SimpleNamespace(content='{"sql": "DROP TABLE plans"}')
 
     monkeypatch.setattr(sql, "make_chat_model", lambda *a, **k: Writer())

@@ -297,7 +297,7 @@ class FakeModel:
         assert schema is SourceValues
         return self
 
-    async def ainvoke(self, messages: object) -> object:
+    async def ainvoke(self, messages: object, config: object = None) -> object:
         self.calls += 1
         if self.error is not None:
             raise self.error
