@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -289,6 +290,12 @@ def test_rows_are_capped_and_a_runaway_query_times_out(shop: Path) -> None:
     forever = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT max(i) FROM n"
     with pytest.raises(SearchError, match=r"within 0\.2 s"):
         run_select(shop, forever, (), 10, 0.2)
+    # one call the timeout cannot stop between steps: refused at its size instead
+    huge = "SELECT length(replace(hex(randomblob(60000000)), '0', '00'))"
+    started = time.monotonic()
+    with pytest.raises(SearchError, match="too big"):
+        run_select(shop, huge, (), 10, 0.2)
+    assert time.monotonic() - started < 0.5
 
 
 def test_without_a_model_the_rows_the_question_names_are_selected(shop: Path) -> None:

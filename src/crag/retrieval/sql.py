@@ -43,6 +43,9 @@ _ALLOWED = {
     getattr(sqlite3, "SQLITE_RECURSIVE", 33),
 }
 _SELECT = re.compile(r"^\s*(?:select|with)\b", re.IGNORECASE)
+#: The longest text or blob a query may make (bytes): the timeout is checked between
+#: steps, so one call such as randomblob() or replace() must itself stay small.
+MAX_VALUE_BYTES = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ def run_select(
     conn = _connect(path, timeout_s)
     deadline = time.monotonic() + timeout_s
     conn.set_authorizer(_authorize)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)  # non-zero: abort
     try:
         cursor = conn.execute(statement, params)
