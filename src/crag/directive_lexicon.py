@@ -343,7 +343,10 @@ SECRETS = any_of(
     "systemprompt", "instrucciones", "istruzioni", "instrucoes", "instructies", "anweisungen",
     anchor="secrets",
 )  # fmt: skip
-ACT = any_of("act as", "behave as", "respond as", anchor="act")
+ACT = any_of(
+    "act as", "behave as", "respond as", "pretend (?:that )?you(?:'re| are)", "pretend to be",
+    anchor="act",
+)  # fmt: skip
 MODE = any_of("mode", anchor="mode")
 TEMPLATE = r"\[inst\]|<\|(?!im_end|eot_id|endoftext|end\|)[a-z_]{2,20}\|>|<<sys>>|<start_of_turn>"
 TEMPLATE_CLOSE = r"\[/inst\]|<\|(?:im_end|eot_id|endoftext|end)\|>|<</sys>>|<end_of_turn>"

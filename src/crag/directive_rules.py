@@ -301,7 +301,7 @@ RULES = (
     _rule(
         "special mode",
         rf"\b(?:enable|enter|activate|switch to|turn on) +"
-        rf"(?:developer|dan|god|debug|jailbreak|unrestricted) +{MODE}\b",
+        rf"(?:dan|god|jailbreak|unrestricted) +{MODE}\b",  # not a tool's debug mode
         imperative=True,
         anchors=("mode",),
     ),
