@@ -28,12 +28,14 @@ from typing import Any
 # Order matters: specific shapes (keys, cards) before general ones (long numbers).
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("email", re.compile(r"\b[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}\b")),
-    # keys with a known prefix: OpenAI, Anthropic, Tavily, GitHub, Slack, AWS, Google, Stripe
+    # keys with a known prefix: OpenAI, Anthropic, Tavily, GitHub, Slack, Google, Stripe
+    # (a random body holds a digit; "sk-learn-compatible" is a word), and AWS's exact shape
     (
         "api key",
         re.compile(
             r"\b(?:sk-(?:proj-|ant-)?|tvly-(?:dev-)?|gh[pousr]_|github_pat_|xox[abposr]-|"
-            r"AKIA|ASIA|AIza|(?:sk|pk|rk)_(?:live|test)_)[A-Za-z0-9_\-]{12,200}"
+            r"AIza|(?:sk|pk|rk)_(?:live|test)_)(?=[A-Za-z_\-]*\d)[A-Za-z0-9_\-]{12,200}"
+            r"|\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"
         ),
     ),
     ("token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),  # JWT

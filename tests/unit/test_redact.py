@@ -92,6 +92,8 @@ HARMLESS = [
     "What happened on 1998-05-12 in Paris?",  # a date: digits and hyphens, no phone
     "Who met on 2023-05-01 10:30 in Geneva?",
     "Which release shipped on 05-11-2024?",
+    "What is the ASIA_PACIFIC_REVENUE column?",  # a name, not an AWS key
+    "Is sk-learn-compatible-estimator a thing?",
 ]
 
 
