@@ -136,9 +136,16 @@ def test_records_have_the_summary_shape_for_every_system(eval_report: Path) -> N
 
 def test_tune_finds_and_saves_thresholds(sample_home: Path, capsys: pytest.CaptureFixture) -> None:
     args = ["tune", str(SAMPLES / "questions.jsonl"), "--home", str(sample_home), "--no-llm"]
+    args += ["--quiet", "--json", "--save", "--grid-step", "0.1"]
     try:
-        assert main([*args, "--quiet", "--json", "--save", "--grid-step", "0.1"]) == 0
+        # the defaults already get every verdict right here: a tie moves nothing
+        assert main(args) == 0
+        assert "saved nothing" in capsys.readouterr().err
+        assert not (sample_home / "settings.json").exists()
+        # thresholds that decline everything: the fitted ones are saved
+        assert main([*args, "--set", "lower=0.95", "--set", "upper=0.99"]) == 0
         result = json.loads(capsys.readouterr().out)
+        assert result["best"]["accuracy"] > result["current"]["accuracy"]
         best = result["best"]
         assert 0.0 <= best["lower"] <= best["upper"] <= 1.0
         assert result["surface"]["n"] == 7

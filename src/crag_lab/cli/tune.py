@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,20 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def beats_current(result: dict[str, Any]) -> bool:
+    """Whether the fitted thresholds do better than the current ones end to end: more
+    verdicts right, or as many and a better strip objective. A few labelled questions
+    leave wide plateaus, and a tie is no reason to move a threshold."""
+    best, current = result["best"], result["current"]
+    if current["accuracy"] is None:
+        return True
+    if not math.isclose(best["accuracy"], current["accuracy"]):
+        return bool(best["accuracy"] > current["accuracy"])
+    objective = best["strip"]["objective"]
+    fitted, now = best["strip"][objective], current["strip"][objective]
+    return now is None or (fitted is not None and fitted > now and not math.isclose(fitted, now))
+
+
 def run(args: argparse.Namespace) -> int:
     from crag.nodes.grade import fast_gap
     from crag_lab.plots import threshold_surface
@@ -164,7 +179,12 @@ def run(args: argparse.Namespace) -> int:
             (ctx.grading.lower, ctx.grading.upper),
             args.out / "threshold_surface.png",
         )
-    if args.save:
+    if args.save and not beats_current(result):
+        print(
+            "saved nothing: the current thresholds do as well on these questions",
+            file=sys.stderr,
+        )
+    elif args.save:
         best = result["best"]
         values = {
             "lower": best["lower"],
