@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.types import StreamMode
+from langgraph.types import Overwrite, StreamMode
 
 from crag.aio import synchronous
 from crag.context import DEFAULT_TENANT, ENV_PREFIX, Context
@@ -133,7 +133,7 @@ async def aask(
                 final = cast(dict[str, Any], chunk)
             elif mode == "updates" and on_step is not None:
                 for node, update in cast(dict[str, Any], chunk).items():
-                    on_step(node, update or {})
+                    on_step(node, as_written(update))
             elif mode == "messages" and on_token is not None:
                 message, meta = cast(tuple[Any, dict[str, Any]], chunk)
                 if meta.get("langgraph_node") != "generate" or not message.text:
@@ -232,7 +232,13 @@ async def astream(
         stream_mode="updates",
     ):
         for node, update in chunk.items():
-            yield node, update or {}
+            yield node, as_written(update)
+
+
+def as_written(update: dict[str, Any] | None) -> dict[str, Any]:
+    """A node's update as the state reads after it: a key reset with `Overwrite` (a
+    run's start) is the value it was reset to, not the wrapper."""
+    return {k: v.value if isinstance(v, Overwrite) else v for k, v in (update or {}).items()}
 
 
 #: Knobs that name a provider, and the registry that knows the names.

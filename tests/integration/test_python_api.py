@@ -145,6 +145,23 @@ def test_a_follow_up_is_read_with_the_question_before_it(sample_home: Path) -> N
     assert "follow-up" in second["path"][0]["detail"]
 
 
+def test_each_step_is_reported_with_the_values_it_wrote(sample_home: Path) -> None:
+    from crag.api import astream
+
+    ctx = Context(home=sample_home, chat_model="extractive", external="none")
+    steps: list[tuple[str, dict[str, Any]]] = []
+    ask(PORT_QUESTION, context=ctx, on_step=lambda node, update: steps.append((node, update)))
+
+    async def streamed() -> list[tuple[str, dict[str, Any]]]:
+        return [step async for step in astream(PORT_QUESTION, context=ctx)]
+
+    for node, update in [*steps, *asyncio.run(streamed())]:
+        json.dumps(update, default=str)  # plain values, as a caller prints them
+        assert not any(type(v).__name__ == "Overwrite" for v in update.values()), node
+    (start,) = [update for node, update in steps if node == "condense"]
+    assert start["redacted"] == [] and start["path"][0]["node"] == "condense"
+
+
 def test_a_turn_that_failed_leaves_the_next_question_its_own(sample_home: Path) -> None:
     ctx = Context(home=sample_home, chat_model="extractive", external="none")
     with pytest.raises(Exception, match="nope"):  # fails in the graph, after condense
