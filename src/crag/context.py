@@ -189,7 +189,8 @@ class Context:
     """Configuration of one run: arguments, then `CRAG_*` env vars, then settings.json.
 
     `Context(k=8, upper=0.6)` takes knobs by flat name; `Context(grading={"upper": 0.6})`
-    takes a group as a mapping (what a server sends as JSON) or as its dataclass."""
+    takes a group as a mapping (what a server sends as JSON) or as its dataclass (the
+    knobs it sets away from their defaults)."""
 
     store: Store = field(metadata={"description": Store.__doc__})
     models: Models = field(metadata={"description": Models.__doc__})
@@ -318,7 +319,13 @@ def _flat(values: dict[str, Any], origin: str, *, strict: bool = True) -> dict[s
     out: dict[str, Any] = {}
     for key, value in values.items():
         if key in GROUPS and isinstance(value, dict | GROUPS[key]):
-            items = value.items() if isinstance(value, dict) else vars(value).items()
+            # a group's dataclass gives the knobs it sets: those away from their defaults
+            defaults = vars(GROUPS[key]())
+            items = (
+                value.items()
+                if isinstance(value, dict)
+                else [(a, v) for a, v in vars(value).items() if v != defaults.get(a)]
+            )
             out |= _flat({f"{key}.{a}": v for a, v in items}, origin, strict=strict)
             continue
         try:

@@ -220,6 +220,8 @@ def test_a_knob_is_set_by_flat_name_group_name_or_group(tmp_path: Path) -> None:
     assert ctx.get("cache_size") == 5 and ctx.get("upper") == 0.8
     # a copy keeps the groups it was given
     assert ctx.with_overrides(k=3).grading.upper == 0.8
+    # a group's dataclass gives only what it sets: its other knobs keep their origins
+    assert (ctx.origin("upper"), ctx.origin("lower")) == ("argument", "default")
     for bad in ({"uper": 0.5}, {"grade.upper": 0.5}, {"grading": {"uper": 0.5}}):
         with pytest.raises(ValueError, match="unknown knob"):
             Context(home=tmp_path, **bad)
@@ -268,3 +270,14 @@ def test_crag_config_lists_a_users_knobs_with_their_origin_and_all_with_all(
     text = capsys.readouterr().out
     assert "[grading]" in text and "web_k = 7  (CRAG_WEB_K)" in text
     assert "fast_gap" not in text and "28 tuning knobs" in text
+
+
+def test_a_group_given_as_its_dataclass_leaves_the_environment_its_other_knobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crag.method_knobs import Retrieval
+
+    monkeypatch.setenv("CRAG_K", "3")
+    ctx = Context(home=tmp_path, retrieval=Retrieval(decompose=False))
+    assert (ctx.retrieval.k, ctx.origin("k")) == (3, "CRAG_K")
+    assert ctx.retrieval.decompose is False
