@@ -191,6 +191,18 @@ def test_two_questions_at_once_on_one_thread_are_both_kept(sample_home: Path) ->
     assert [m.type for m in state["messages"]] == ["human", "ai"] * 3
 
 
+def test_a_thread_keeps_its_last_turns_only(
+    sample_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("crag.nodes.retrieve.KEPT_TURNS", 2)
+    ctx = Context(home=sample_home, chat_model="extractive", external="none")
+    for question in (REFUND_QUESTION, PORT_QUESTION, FOLLOW_UP):
+        state = ask(question, context=ctx, thread_id="t-kept")
+    asked = [m.content for m in state["messages"] if m.type == "human"]
+    assert asked == [PORT_QUESTION, FOLLOW_UP] and len(state["messages"]) == 4
+    assert "port" in state["question"]  # the follow-up still reads the turn before
+
+
 def test_a_conversation_resumes_in_a_new_process(sample_home: Path, tmp_path: Path) -> None:
     """The checkpointer is SQLite in CRAG_HOME: a restart keeps the thread."""
     script = textwrap.dedent(

@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 ASKED = "crag_question"
 #: Turns of conversation shown to the model, and characters kept of each answer.
 HISTORY_TURNS, ANSWER_CHARS = 3, 300
+#: Turns a thread keeps: older ones are never read again, and each would be written
+#: into every later checkpoint of the thread.
+KEPT_TURNS = 50
 
 
 def earlier_turns(messages: Sequence[AnyMessage]) -> list[tuple[str, str]]:
@@ -104,6 +107,9 @@ async def condense(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             said.append(RemoveMessage(id=last.id))
         asked = state.get("question")
         said.append(HumanMessage(str(asked), additional_kwargs={ASKED: True}))
+    if (overflow := len(messages) - 2 * (KEPT_TURNS - 1)) > 0:
+        said = [RemoveMessage(id=m.id) for m in messages[:overflow] if m.id] + said
+        messages = messages[overflow:]
     # bounded work on any input, also for callers that skip the API (langgraph dev)
     asked = clean_question(asked, ctx.retrieval.max_question_chars)
     question, reading = await standalone(asked, messages, ctx)
