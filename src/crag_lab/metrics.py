@@ -8,6 +8,7 @@ difference between systems, never between two metric implementations.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
@@ -236,9 +237,13 @@ def _norm(text: str) -> str:
 
 
 def contains_any(text: str, answers: Sequence[str]) -> bool:
-    """Case- and whitespace-insensitive containment of any of the answer aliases."""
+    """Case- and whitespace-insensitive containment of any of the answer aliases, as
+    whole words: "128" is not in "1280", nor "3.9" in "3.90"."""
     haystack = _norm(text)
-    return any(_norm(a) and _norm(a) in haystack for a in answers)
+    return any(
+        _norm(a) and re.search(rf"(?<![\w.]){re.escape(_norm(a))}(?!\w|\.\w)", haystack)
+        for a in answers
+    )
 
 
 def file_name(source: str) -> str:
@@ -343,10 +348,17 @@ def conflict_metrics(
     }
 
 
+def verdict_of(record: Mapping[str, Any]) -> str | None:
+    """A run's verdict; a run that failed has one no question expects."""
+    return "error" if record.get("error") else record.get("verdict")
+
+
 def right_decision(question: Question, record: Mapping[str, Any]) -> bool:
     """What a user gets, judged per question: an answerable question answered from a
     context that holds its evidence (`support_hit`, the strict measure), an
     unanswerable one declined."""
+    if record.get("error"):  # a run that failed decided nothing
+        return False
     if question["category"] in ANSWERABLE:
         return bool(record.get("answered")) and support_hit(question, record["context"])
     return not record.get("answered")
@@ -386,10 +398,13 @@ def system_metrics(
     """Every per-system metric over records aligned with `questions` (same order)."""
     if len(questions) != len(records):
         raise ValueError("one record per question is needed")
-    ok = [(q, r) for q, r in zip(questions, records, strict=True) if not r.get("error")]
+    # a question that failed to run counts in every rate, as a wrong decision and verdict
+    # (dropped, a crash would score better than a wrong answer); timings are of runs
+    ok = list(zip(questions, records, strict=True))
+    ran = [(q, r) for q, r in ok if not r.get("error")]
     expected = [q["expected_verdict"] for q, _ in ok]
-    predicted = [r.get("verdict") for _, r in ok]
-    graded = any(p is not None for p in predicted)
+    graded = any(r.get("verdict") is not None for _, r in ran)
+    predicted = [verdict_of(r) if graded else None for _, r in ok]
 
     by_category: dict[str, Any] = {}
     for cat in CATEGORIES:
@@ -397,7 +412,8 @@ def system_metrics(
         by_category[cat] = {
             "n": len(rows),
             "verdict_accuracy": accuracy(
-                [q["expected_verdict"] for q, _ in rows], [r.get("verdict") for _, r in rows]
+                [q["expected_verdict"] for q, _ in rows],
+                [verdict_of(r) if graded else None for _, r in rows],
             ),
             "decision_quality": _rate([right_decision(q, r) for q, r in rows]),
             "support_recall": _rate([support_hit(q, r["context"]) for q, r in rows])
@@ -416,22 +432,22 @@ def system_metrics(
     refused_none = [not r.get("answered") for r in nothing]
     answered_answerable = [bool(r.get("answered")) for _, r in answerable]
 
-    context_tokens = [int(r["context_tokens"]) for _, r in ok]
-    retrieved_tokens = [int(r["retrieved_tokens"]) for _, r in ok]
+    context_tokens = [int(r["context_tokens"]) for _, r in ran]
+    retrieved_tokens = [int(r["retrieved_tokens"]) for _, r in ran]
     per_question = [c / t for c, t in zip(context_tokens, retrieved_tokens, strict=True) if t]
 
-    seconds = [float(r["seconds"]) for _, r in ok]
+    seconds = [float(r["seconds"]) for _, r in ran]
     routes: dict[str, list[float]] = {}
     paths: dict[str, str] = {}
     lanes: dict[str, list[float]] = {}  # the router's choice: fast or full
-    for _, r in ok:
+    for _, r in ran:
         routes.setdefault(route_of(r), []).append(float(r["seconds"]))
         paths.setdefault(route_of(r), " > ".join(r.get("path") or []))
         lanes.setdefault(str(r.get("route") or "none"), []).append(float(r["seconds"]))
 
     return {
         "n": len(records),
-        "errors": len(records) - len(ok),
+        "errors": len(records) - len(ran),
         "decision_quality": decision_quality(by_category),
         "verdict_accuracy": accuracy(expected, predicted) if graded else None,
         "confusion": {

@@ -174,6 +174,9 @@ def test_containment_ignores_case_and_spacing() -> None:
     assert contains_any("in the year\n2018 ...", ["Year 2018"])
     assert not contains_any("Germany", ["Norway", ""])
     assert not contains_any("anything", [])
+    # an answer is a whole number or word, not the start of another
+    assert not contains_any("up to 1280 requests", ["128"]) and contains_any("128 MB", ["128"])
+    assert not contains_any("Python 3.90", ["3.9"]) and contains_any("Python 3.9.", ["3.9"])
 
 
 def test_support_by_answer_or_evidence_phrase_and_loosely_by_file_name() -> None:
@@ -281,11 +284,18 @@ def test_system_metrics_on_a_small_set() -> None:
     assert m["by_category"]["internal"]["support_recall"] == 1.0
 
 
-def test_errors_are_counted_not_scored() -> None:
+def test_a_question_that_failed_counts_as_decided_wrong() -> None:
     questions = [_q("a"), _q("b")]
     records = [_record("correct", "x", []), _record(None, "", [], error="boom")]
     m = system_metrics(questions, records)
-    assert m["errors"] == 1 and m["verdict_accuracy"] == 1.0
+    assert m["errors"] == 1 and m["verdict_accuracy"] == 0.5
+    assert m["latency"]["all"]["p50"] == 1.0  # timings are of the runs that ran
+    # a crash never scores better than a wrong answer
+    none = [_q("n1", "none", "incorrect", doc=""), _q("n2", "none", "incorrect", doc="")]
+    answered = [_record("correct", "Made up [1].", [{"source": "x", "text": "noise"}])] * 2
+    crashed = [_record(None, "", [], error="boom")] * 2
+    assert system_metrics(none, crashed)["decision_quality"] == 0.0
+    assert system_metrics(none, answered)["decision_quality"] == 0.0
 
 
 def test_a_system_without_verdicts_has_no_accuracy() -> None:
