@@ -68,6 +68,21 @@ def test_existing_file_hashed_once_then_trusted(tmp_path: Path, fake_parts: byte
     assert (cache / (mf.GGUF_NAME + ".sha256-ok")).is_file()
 
 
+def test_a_model_in_a_read_only_cache_is_hashed_once_per_process(
+    tmp_path: Path, fake_parts: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / mf.GGUF_NAME).write_bytes(fake_parts)
+    monkeypatch.setattr(mf, "_write_marker", lambda final: None)  # no marker can be written
+    hashed = []
+    real = mf._sha256_file
+    monkeypatch.setattr(mf, "_sha256_file", lambda path: hashed.append(path) or real(path))
+    for _ in range(3):  # each chat call asks for the model
+        assert mf.ensure_local_gguf(cache).read_bytes() == fake_parts
+    assert len(hashed) == 1
+
+
 def test_corrupt_existing_file_is_rebuilt(tmp_path: Path, fake_parts: bytes) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()

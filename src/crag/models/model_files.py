@@ -63,9 +63,15 @@ def _stamp(path: Path) -> str:
     return f"{GGUF_SHA256} {st.st_size} {st.st_mtime_ns} {st.st_ino}\n"
 
 
+#: Files this process has hashed, by stamp: where no marker can be written (a read-only
+#: cache) the hash is still checked once per process, not once per call.
+_VERIFIED: set[str] = set()
+
+
 def _marker_valid(final: Path) -> bool:
     try:
-        return _marker(final).read_text() == _stamp(final)
+        stamp = _stamp(final)
+        return stamp in _VERIFIED or _marker(final).read_text() == stamp
     except OSError:
         return False
 
@@ -104,6 +110,7 @@ def _trusted(final: Path) -> bool:
     _progress(f"crag: checking {final.name} (sha256, once)...")
     if _sha256_file(final) != GGUF_SHA256:
         return False
+    _VERIFIED.add(_stamp(final))
     _write_marker(final)
     return True
 
