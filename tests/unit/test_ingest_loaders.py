@@ -108,6 +108,25 @@ def test_markdown_setext_title_and_text_file_stem(tmp_path: Path) -> None:
     assert load_document(txt).title == "notes"
 
 
+def test_wide_and_nearly_utf8_text_is_read_as_written(tmp_path: Path) -> None:
+    wide = tmp_path / "powershell.txt"  # `> file` in Windows PowerShell 5: UTF-16 + mark
+    wide.write_bytes("Grüße aus Köln, port 7420.".encode("utf-16"))
+    assert load_document(wide).pages[0].text == "Grüße aus Köln, port 7420."
+    stray = tmp_path / "stray.txt"
+    stray.write_bytes("The café’s naïve résumé.".encode() + b" \xff end")
+    doc = load_document(stray)
+    assert doc.pages[0].text.startswith("The café’s naïve résumé.") and doc.warnings
+
+
+def test_a_markdown_title_is_no_front_matter_line_nor_code_comment(tmp_path: Path) -> None:
+    yaml = tmp_path / "limits.md"
+    yaml.write_text("---\nsource: x\ndate: 2024-05-02\n---\n\n# Rate limits\n\nText.\n")
+    assert load_document(yaml).title == "Rate limits"
+    fenced = tmp_path / "setup.md"
+    fenced.write_text("```bash\n# install the server\n```\n\nSetup guide\n===\n\nText.\n")
+    assert load_document(fenced).title == "Setup guide"
+
+
 def test_non_utf8_text_is_decoded_with_a_warning(tmp_path: Path) -> None:
     path = tmp_path / "latin.txt"
     path.write_bytes("Café crème brûlée, déjà vu.".encode("cp1252"))
@@ -210,6 +229,18 @@ def test_page_markers_go_from_any_page_edge_and_body_lines_stay() -> None:
     assert strip_running_lines([lone]) == ["Body one.\nBody two."]
     different = ["Intro\nAlpha beta.\nGamma.", "Methods\nDelta.\nEpsilon."]
     assert strip_running_lines(different) == different  # nothing repeats: nothing goes
+
+
+def test_a_bare_number_goes_only_where_it_counts_with_the_pages() -> None:
+    # printed page numbers, two ahead of the pages' order (front matter unnumbered)
+    topics = ["Lists", "Tuples", "Sets", "Dicts"]
+    numbered = [f"{t} hold items.\nUse {t.lower()} well.\n{i + 3}" for i, t in enumerate(topics)]
+    assert strip_running_lines(numbered) == [p.rsplit("\n", 1)[0] for p in numbered]
+    # a footer goes first; the line above it is what `>>> 17 // 3` printed, not a number
+    pages = [
+        f"{t} hold items.\n>>> 17 // 3\n5\nThe Tutorial - page {i}" for i, t in enumerate(topics)
+    ]
+    assert all(p.endswith(">>> 17 // 3\n5") for p in strip_running_lines(pages))
 
 
 def test_chunks_prefer_heading_and_sentence_boundaries() -> None:

@@ -6,6 +6,7 @@ so the indexer can report it, skip the file and carry on with the others.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import re
@@ -245,6 +246,9 @@ _PAGE_MARKER = re.compile(
 )
 
 
+_BARE_NUMBER = re.compile(r"^\d{1,5}$")
+
+
 def is_page_marker(line: str) -> bool:
     return bool(_PAGE_MARKER.match(" ".join(line.split())[:200]))
 
@@ -256,25 +260,33 @@ def strip_running_lines(texts: list[str], edge: int = 2) -> list[str]:
     and an extractive answer would quote them. A line counts as running when, with
     digits masked, it sits in the first or last `edge` lines of at least half the
     pages (and of 3+; of every page in a document of 2-3 pages); a page-number line
-    at a page's edge is dropped in any document.
+    at a page's edge is dropped in any document. A line that is a bare number is the
+    page's number only where it counts with the pages (its own page's index, or the
+    same offset from it on two pages or more): else it is a program's output, a table's
+    last cell.
     """
     split = [t.split("\n") for t in texts]
     seen: Counter[str] = Counter()
-    for lines in split:
-        keys = {_line_key(x) for x in lines[:edge] + lines[-edge:] if x.strip()}
-        seen.update(keys)
+    offsets: Counter[int] = Counter()
+    for i, lines in enumerate(split):
+        edges = [x for x in lines[:edge] + lines[-edge:] if x.strip()]
+        seen.update({_line_key(x) for x in edges})
+        offsets.update({int(x) - i for x in edges if _BARE_NUMBER.match(x.strip())})
     threshold = max(3, (len(texts) + 1) // 2) if len(texts) >= 4 else max(2, len(texts))
-    running = {k for k, n in seen.items() if n >= threshold}
+    running = {k for k, n in seen.items() if n >= threshold} - {"#"}
+    steady = {o for o, n in offsets.items() if n >= 2} | {1}
 
-    def furniture(line: str) -> bool:
+    def furniture(line: str, i: int) -> bool:
+        if _BARE_NUMBER.match(line.strip()):
+            return int(line) - i in steady
         return not line.strip() or _line_key(line) in running or is_page_marker(line)
 
     out = []
-    for lines in split:
+    for i, lines in enumerate(split):
         head, tail = 0, len(lines)
-        while head < min(edge, tail) and furniture(lines[head]):
+        while head < min(edge, tail) and furniture(lines[head], i):
             head += 1
-        while tail > head and tail > len(lines) - edge and furniture(lines[tail - 1]):
+        while tail > head and tail > len(lines) - edge and furniture(lines[tail - 1], i):
             tail -= 1
         out.append("\n".join(lines[head:tail]))
     return out
@@ -335,23 +347,50 @@ def title_block(text: str, width: float) -> tuple[str, str]:
 # --- Markdown and text ------------------------------------------------------------------------
 
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
+#: A YAML front-matter block opening a file, and fenced code: neither holds a heading.
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
+_FENCED = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1[ \t]*$", re.S | re.M)
 _ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
 _SETEXT = re.compile(r"^(\S[^\n]*)\n {0,3}(=+|-+)[ \t]*$", re.M)
 
 
+#: Byte-order marks of the wide encodings (UTF-32 first: its mark begins with UTF-16's).
+_WIDE = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+#: A multi-byte UTF-8 character: Windows-1252 text almost never holds one.
+_UTF8_SEQUENCE = re.compile(rb"[\xc2-\xf4][\x80-\xbf]")
+
+
 def _decode(path: Path, data: bytes, warnings: list[str]) -> str:
-    if b"\x00" in data[:8192]:
+    wide = next((codec for bom, codec in _WIDE if data.startswith(bom)), None)
+    if wide is not None:  # e.g. a PowerShell redirect: UTF-16 with its mark
+        try:
+            text = data.decode(wide)
+        except UnicodeDecodeError:
+            raise LoadError(path, f"not valid {wide.upper()} text") from None
+    elif b"\x00" in data[:8192]:
         raise LoadError(path, "binary file, not text")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = data.decode("cp1252", errors="replace")
-        warnings.append("not valid UTF-8; decoded as Windows-1252")
+    else:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            if _UTF8_SEQUENCE.search(data):  # UTF-8 with a stray byte or two
+                text = data.decode("utf-8-sig", errors="replace")
+                warnings.append("not all valid UTF-8; the bytes that are not were replaced")
+            else:
+                text = data.decode("cp1252", errors="replace")
+                warnings.append("not valid UTF-8; decoded as Windows-1252")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def markdown_title(text: str) -> str | None:
-    """The first heading (ATX `# x` or setext), if any."""
+    """The first heading (ATX `# x` or setext), if any: not a line of YAML front matter
+    (whose closing `---` would underline it) nor a comment in a code block."""
+    text = _FENCED.sub("", _FRONT_MATTER.sub("", text, count=1))
     candidates = []
     if m := _ATX.search(text):
         candidates.append((m.start(), m.group(1)))
