@@ -237,13 +237,18 @@ def _norm(text: str) -> str:
 
 
 def contains_any(text: str, answers: Sequence[str]) -> bool:
-    """Case- and whitespace-insensitive containment of any of the answer aliases, as
-    whole words: "128" is not in "1280", nor "3.9" in "3.90"."""
+    """Case- and whitespace-insensitive containment of any of the answer aliases; a
+    figure as a whole number ("128" is not in "1280", nor "3.9" in "3.90"), a word as
+    written, inflected or in a name ("suppress" in "suppresses", "factory" in
+    "default_factory")."""
     haystack = _norm(text)
-    return any(
-        _norm(a) and re.search(rf"(?<![\w.]){re.escape(_norm(a))}(?!\w|\.\w)", haystack)
-        for a in answers
-    )
+    return any(_norm(a) and _found(_norm(a), haystack) for a in answers)
+
+
+def _found(answer: str, haystack: str) -> bool:
+    if not any(c.isdigit() for c in answer):
+        return answer in haystack
+    return re.search(rf"(?<!\d)(?<!\d\.){re.escape(answer)}(?!\d|\.\d)", haystack) is not None
 
 
 def file_name(source: str) -> str:

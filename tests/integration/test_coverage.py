@@ -116,6 +116,8 @@ def test_a_name_made_of_everyday_words_is_specific_where_it_is_capitalised() -> 
     assert specific_terms("WHAT IS THE MONTHLY PRICE OF THE TEAM PLAN?") == []
     assert specific_terms("What Is The Monthly Price Of The Team Plan?") == []
     assert specific_terms("Explain Nebula.") == ["Nebula"]
+    # a name's possessive is the name
+    assert specific_terms("What is the Nebula Ultra's monthly price?") == ["Nebula", "Ultra"]
 
 
 def test_a_capitalised_name_the_library_never_mentions_is_missing(library: Context) -> None:

@@ -353,6 +353,10 @@ def test_a_failing_model_check_falls_back_to_the_rule(monkeypatch: pytest.Monkey
         ("Who maintains Vantry?", "name"),
         ("Which eviction policy does Vantry use?", "name"),
         ("What is dropout?", None),  # a definition, not a value
+        ("What is a rate limiter?", None),  # a measure word naming another thing
+        ("What is the learning rate schedule?", None),
+        ("What is the rate limit?", "number"),
+        ("What is the maximum upload size?", "number"),
         ("How do I restore a snapshot?", None),
         ("How did the rate limit change in version 3?", None),  # a change has two values
         ("What does the plan cost, and what does it cost after the change?", None),

@@ -177,6 +177,8 @@ def test_containment_ignores_case_and_spacing() -> None:
     # an answer is a whole number or word, not the start of another
     assert not contains_any("up to 1280 requests", ["128"]) and contains_any("128 MB", ["128"])
     assert not contains_any("Python 3.90", ["3.9"]) and contains_any("Python 3.9.", ["3.9"])
+    assert contains_any("metafunc.parametrize(x)", ["parametrize"])  # a name's attribute
+    assert contains_any("shutil.copy2()", ["copy2"]) and contains_any("suppresses", ["suppress"])
 
 
 def test_support_by_answer_or_evidence_phrase_and_loosely_by_file_name() -> None:

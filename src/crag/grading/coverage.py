@@ -101,7 +101,7 @@ def specific_terms(question: str) -> list[str]:
     named: set[str] = set()
     for sentence in split_sentences(normalize(question)):
         words = [w for w in sentence.split()[1:] if w[:1].isalpha()]
-        capitals = [w.strip(".,;:!?'’\"()") for w in words if w[:1].isupper()]
+        capitals = [without_clitic(w.strip(',;:!?’"()')) for w in words if w[:1].isupper()]
         if len(words) >= 3 and len(capitals) == len(words):
             continue  # typed in capitals or Title Case: a capital marks no name here
         named.update(capitals)

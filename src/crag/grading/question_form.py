@@ -28,7 +28,7 @@ from functools import cached_property
 from crag.grading.constraints import Constraint, constraints, subjects, when
 from crag.grading.coverage import key_terms
 from crag.grading.decompose import comparison, rule_parts
-from crag.text import normalize
+from crag.text import STOPWORDS, normalize
 
 # question type -> the kinds of span that can answer it
 _QTYPES: list[tuple[str, re.Pattern[str]]] = [
@@ -112,6 +112,17 @@ _KIND_OF_TYPE = {
 }
 
 
+def _asks_a_measure(low: str) -> bool:
+    """Whether a measure is what the question names: the measure word heads its phrase
+    ("the default port of", "the rate limit?"), not another noun ("a rate limiter", the
+    "window function", the "learning rate schedule")."""
+    for found in _MEASURE.finditer(low):
+        after = re.match(r"[\s\-]*([a-z]+)", low[found.end() :])
+        if after is None or after[1] in STOPWORDS or _MEASURE.fullmatch(after[1]):
+            return True
+    return False
+
+
 def slot(question: str) -> str | None:
     """The kind of the one value a question asks for (`number`, `year`, `date`,
     `version`, `name`), or None when it asks for something else or for several."""
@@ -122,7 +133,7 @@ def slot(question: str) -> str | None:
         return kind
     if re.search(r"\b(?:version|release)\b", low) and not low.startswith("how "):
         return "version"
-    if _MEASURE.search(low):
+    if _asks_a_measure(low):
         return "number"
     return "name" if low.startswith("which ") else None
 
