@@ -26,8 +26,9 @@ _FOLD = str.maketrans(
         "\u00ad": None,  # soft hyphen
     }
 )
-# "normal-\nization": a word hyphenated across a line break is one word.
-_LINE_BREAK_HYPHEN = re.compile(r"(?<=[^\W\d_])-\n(?=[^\W\d_])")
+# "normal-\nization": a word hyphenated across a line break is one word (a hyphen or a
+# soft one; a dash there ends a clause: "the model—\nwhich" is two words).
+_LINE_BREAK_HYPHEN = re.compile(r"(?<=[^\W\d_])[-\u00ad\u2010\u2011]\n(?=[^\W\d_])")
 
 
 def _greek_names() -> dict[str, str]:
@@ -56,8 +57,8 @@ def normalize(text: str, *, spaced_greek: bool = False) -> str:
     People type questions in ASCII ("beta", "3x3", "-"); books and web pages are
     typeset ("β", "3×3", "–"): comparing both in this form makes them meet.
     """
-    text = unicodedata.normalize("NFKC", text).translate(_FOLD)
     text = _LINE_BREAK_HYPHEN.sub("", text)
+    text = unicodedata.normalize("NFKC", text).translate(_FOLD)
     if text.isascii():
         return text
     # accents and other combining marks ("σ̂", "é") do not make another word
@@ -162,8 +163,9 @@ def bare_word(term: str) -> str:
 
 def content_words(text: str) -> list[str]:
     """Lower-cased terms that carry meaning (stopwords and 1-letter tokens dropped), each
-    without a contraction's or possessive's ending."""
-    found = [bare_word(w) for w in terms(text)]
+    without a contraction's or possessive's ending, in the normal form (accents dropped,
+    curly quotes straight)."""
+    found = [bare_word(w) for w in terms(normalize(text))]  # "Gödel's" is "godel"
     return [w for w in found if len(w) > 1 and w not in STOPWORDS]
 
 

@@ -333,6 +333,15 @@ def test_a_contraction_or_possessive_leaves_only_its_word(question: str, query: 
     assert keyword_query(question) == query
 
 
+def test_words_with_accents_and_lines_broken_at_a_dash_stay_whole() -> None:
+    from crag.text import normalize
+
+    question = "Who proved Gödel's incompleteness theorem, and what is Schrödinger's équation?"
+    assert keyword_query(question) == ("proved godel incompleteness theorem schrodinger equation")
+    assert normalize("the model—\nwhich was trained") == "the model-\nwhich was trained"
+    assert normalize("normal-\nization and soft\u00ad\nhyphens") == "normalization and softhyphens"
+
+
 def test_a_node_that_runs_twice_has_its_seconds_summed_in_the_summary() -> None:
     from crag.api import summary
 
