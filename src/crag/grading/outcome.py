@@ -2,10 +2,12 @@
 
 Right means an answer whose context holds its evidence, or a decline of a question
 nothing answers. A logistic model reads what crag already knows at the end of a run
-(the verdict, the grades, how the answer was supported, why it declined, the composite
-confidence of its sources) and was fitted held out by library (`crag eval --held-out`
-writes it; docs/evaluation.md has its calibration). The composite signals stay in the
-state as the explanation; this number is what a reader may take as a probability.
+(for an answer, the strips kept and the best web result's grade; for a decline, whether
+terms of the question went unmet, whether it was for unmet constraints, the strips kept
+and the best web result's grade: `SIGNALS`) and was fitted by library (`crag eval
+--held-out` writes it; docs/evaluation.md has its calibration and the signals it
+tried). The composite signals stay in the state as the explanation; this number is
+what a reader may take as a probability.
 
 `LogisticModel` is fitted by Newton steps (no sklearn), saved as JSON and checked when
 read back; the lab fits others with it.
