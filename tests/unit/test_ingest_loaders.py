@@ -76,6 +76,17 @@ def test_roman_page_labels_are_kept(tmp_path: Path, make_pdf: Callable[..., byte
         assert ("Front matter" in chunk.text) == (chunk.page in ("i", "ii"))
 
 
+def test_two_pages_are_never_cited_alike(tmp_path: Path, make_pdf: Callable[..., bytes]) -> None:
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    pages = [
+        " ".join(f"Part {i} {words[(i * 5 + j) % 12]} {j}." for j in range(40)) for i in range(5)
+    ]
+    path = tmp_path / "two_parts.pdf"  # two parts, each numbered from 1
+    path.write_bytes(make_pdf(pages, title="Parts", labels=[(0, "/D", 1), (3, "/D", 1)]))
+    labels = [p.label for p in load_document(path).pages]
+    assert labels == ["1 (PDF page 1)", "2 (PDF page 2)", "3", "1 (PDF page 4)", "2 (PDF page 5)"]
+
+
 def test_pdf_without_title_uses_file_stem(tmp_path: Path, make_pdf: Callable[..., bytes]) -> None:
     path = tmp_path / "no_title_here.pdf"
     path.write_bytes(make_pdf(["Some text on a page. " * 10]))

@@ -194,11 +194,8 @@ def _load_pdf(path: Path, data: bytes) -> LoadedDocument:
     if failed_pages == n_pages:
         raise LoadError(path, f"corrupt PDF (text extraction failed on all {n_pages} pages)")
     texts = strip_running_lines(texts)
-    pages = [
-        Page(number=i + 1, label=(labels[i] or str(i + 1)), text=t)
-        for i, t in enumerate(texts)
-        if t.strip()
-    ]
+    cited = cited_labels(labels)
+    pages = [Page(number=i + 1, label=cited[i], text=t) for i, t in enumerate(texts) if t.strip()]
     if not pages:
         raise LoadError(
             path,
@@ -229,6 +226,18 @@ def _load_pdf(path: Path, data: bytes) -> LoadedDocument:
         dated_by=dated_by,
         front_matter=front,
     )
+
+
+def cited_labels(labels: list[str]) -> list[str]:
+    """The page each page is cited as: its printed label, its place in the file where it
+    has none, and both where two pages would be cited alike (unlabelled cover pages
+    before a body numbered from 1, two parts each numbered from 1): a reader must find
+    the one page a citation names."""
+    shown = [label or str(i + 1) for i, label in enumerate(labels)]
+    twice = {label for label, n in Counter(shown).items() if n > 1}
+    return [
+        f"{label} (PDF page {i + 1})" if label in twice else label for i, label in enumerate(shown)
+    ]
 
 
 _DIGITS = re.compile(r"\d+")
