@@ -90,8 +90,13 @@ STOPWORDS = frozenset(
 # Sentence ends: ., ! or ? followed by space and a capital/digit/quote, or a blank line.
 # Abbreviations and decimals ("e.g. the", "3.5") do not end a sentence.
 _ABBREV = "".join(
-    rf"(?<!\b{re.escape(a)})" for a in ("e.g.", "i.e.", "vs.", "etc.", "Fig.", "Eq.", "No.", "al.")
-)
+    rf"(?<!\b{re.escape(a)})"
+    for a in (
+        "e.g.", "i.e.", "vs.", "etc.", "Fig.", "Eq.", "No.", "al.", "cf.", "approx.", "Sec.",
+        "Ch.", "Vol.", "pp.", "Dr.", "Mr.", "Mrs.", "Ms.", "Prof.", "St.", "Jr.", "Sr.",
+        "Inc.", "Ltd.", "Co.", "U.S.", "U.K.",
+    )
+)  # fmt: skip
 _SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n")
 TERM = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-\+\.']*[A-Za-z0-9\+]|[A-Za-z0-9]")
 

@@ -144,6 +144,12 @@ def test_strips_group_sentences() -> None:
         "Ioffe et al. proposed it in 2015.",
         "It helps a lot.",
     ]
+    # a title, a country or a reference is no sentence's end
+    text = "It was proposed by Dr. Vaswani in 2017. It used the U.S. census, cf. Sec. 3 here."
+    assert split_sentences(text) == [
+        "It was proposed by Dr. Vaswani in 2017.",
+        "It used the U.S. census, cf. Sec. 3 here.",
+    ]
 
 
 @pytest.mark.parametrize(
