@@ -113,12 +113,16 @@ class Models:
     )
     chat_timeout_s: float = knob(
         180.0,
-        "Timeout of each call to an `openai:` chat model (s); long enough for a small model "
+        "Timeout of each try of a call to an `openai:` chat model (s; a failed try is made "
+        "once more); long enough for a small model "
         "on a laptop CPU behind an OpenAI-compatible server.",
         check="seconds",
     )
     embeddings_timeout_s: float = knob(
-        60.0, "Timeout of each call to `openai:` embeddings (s).", check="seconds"
+        60.0,
+        "Timeout of each try of a call to `openai:` embeddings (s; a failed try is made once "
+        "more).",
+        check="seconds",
     )
 
     @property
