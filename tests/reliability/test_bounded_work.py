@@ -20,7 +20,7 @@ import pytest
 from crag import text
 from crag.directives import without_directives
 from crag.grading import constraints, coverage, decompose
-from crag.ingest.loaders import strip_running_lines
+from crag.ingest.page_edges import strip_running_lines
 from crag.prompts import partial_answer
 from crag.redact import redact
 

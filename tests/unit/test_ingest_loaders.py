@@ -12,7 +12,8 @@ from pypdf import PdfReader, PdfWriter
 
 from crag.ingest import loaders
 from crag.ingest.chunking import chunk_pages
-from crag.ingest.loaders import LoadError, load_document, strip_running_lines
+from crag.ingest.loaders import LoadError, load_document
+from crag.ingest.page_edges import strip_running_lines
 
 BOOK = "02_multilayer_perceptrons.pdf"
 
@@ -363,6 +364,12 @@ def test_a_title_block_is_front_matter_and_the_body_stays() -> None:
     assert loaders.title_block(_BODY, width) == ("", _BODY)
     alone = "The licence is valid for one year from the purchase.\n" + _BODY
     assert loaders.title_block(alone, width) == ("", alone)
+    # a reference card's facts under its title are the card's content
+    facts = "Default HTTPS port: 7420\nMaximum attachment size: 25 MB\n- Backups kept 14 days"
+    assert loaders.title_block(f"Quick reference\n{facts}\n{_BODY}", width) == (
+        "Quick reference",
+        f"{facts}\n{_BODY}",
+    )
 
 
 def test_markdown_title_heading_stays_with_its_text(tmp_path: Path) -> None:

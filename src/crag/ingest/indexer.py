@@ -22,17 +22,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crag.context import Context
-from crag.errors import DamagedStore, IngestError, StoreError
+from crag.errors import IngestError, StoreError
 from crag.ingest.chunking import Chunk, chunker_signature
 from crag.ingest.discovery import Discovery, discover
 from crag.ingest.loaders import LoadError, read_bytes, sha256_hex
 from crag.ingest.lock import home_lock
 from crag.ingest.prefetch import ReadAhead
+from crag.ingest.rebuild import dropped
 from crag.ingest.stored import (
     Stored,
     chunk_id,
     chunk_metadata,
     file_version,
+    gone_from,
     provenance,
     scan,
     unchanged,
@@ -42,17 +44,15 @@ from crag.ingest.summary import FileReport, IngestSummary, describe_error
 from crag.retrieval.clients import (
     TENANT_KEY,
     TENANTS_KEY,
-    drop_collection,
     get_collection,
     open_client,
-    set_aside_store,
 )
 from crag.retrieval.integrity import seal, unseal
 from crag.retrieval.library import (
     adopt_untagged,
     delete,
     embeddings_for,
-    vectors_by,
+    reused_or_embedded,
     write,
 )
 from crag.retrieval.tenancy import mark_changed
@@ -224,32 +224,10 @@ class Ingestor:
         return True
 
     def _open(self) -> ClientAPI:
-        """The store's client; for a rebuild, after the collection was dropped (and a store
-        whose database is unreadable moved aside)."""
+        """The store's client; for a rebuild, after the collection was dropped."""
         if not self.rebuild:
             return open_client(self.ctx, create=True)
-        try:  # a missing model or key fails before anything is dropped
-            self.embeddings.embed_query("crag")
-        except Exception as exc:
-            raise IngestError(
-                f"--rebuild: the embedder cannot embed ({describe_error(exc)}); nothing was "
-                "dropped",
-                exit_code=2,
-            ) from exc
-        try:
-            client = open_client(self.ctx, create=True)
-            dropped = drop_collection(client, self.collection_name)
-        except DamagedStore as exc:
-            if exc.part != "database" or self.ctx.store.chroma_url:
-                raise
-            moved = set_aside_store(self.ctx)
-            self._emit(
-                "set_aside", store=str(self.ctx.store.chroma_path), to=str(moved), reason=str(exc)
-            )
-            client = open_client(self.ctx, create=True)
-            dropped = False
-        self._emit("rebuild", collection=self.collection_name, dropped=dropped)
-        return client
+        return dropped(self.ctx, self.collection_name, self.embeddings, self._emit)
 
     def _adopt(self, client: ClientAPI, collection: Collection) -> None:
         """A collection written before tenants existed: its chunks become the default
@@ -288,7 +266,7 @@ class Ingestor:
                 report.chunks = len(stored.version_ids(version))
                 self._complete[source] = (version, report.chunks)
                 return report
-            if (elsewhere := _elsewhere(source, stored, self._library)) is not None:
+            if (elsewhere := stored.elsewhere(source, self._library)) is not None:
                 raise LoadError(
                     file,
                     f"{elsewhere} is in collection {self.collection_name!r} under the same name: "
@@ -363,41 +341,18 @@ class Ingestor:
         return report
 
     def _vectors(self, collection: Collection, chunks: list[Chunk]) -> tuple[list[Any], int]:
-        """Vectors for `chunks`: reused from any chunk with the same text, else embedded.
-        Also returns how many chunks were embedded."""
-        hashes = [sha256_hex(c.text) for c in chunks]
-        unique = sorted(set(hashes))
-        known = vectors_by(collection, "content_hash", unique, self.ctx.store.tenant)
-        text_of = {h: c.text for h, c in zip(hashes, chunks, strict=True)}
-        missing = [h for h in unique if h not in known]
+        """Vectors for `chunks`, and how many were embedded (`reused_or_embedded`)."""
+        texts = {sha256_hex(c.text): c.text for c in chunks}
         started = time.perf_counter()
-        vectors = self.embeddings.embed_documents([text_of[h] for h in missing]) if missing else []
-        if len(vectors) != len(missing):  # a vector lost or added would go beside another text
-            raise RuntimeError(
-                f"the embedder returned {len(vectors)} vectors for {len(missing)} texts"
-            )
+        known, embedded = reused_or_embedded(
+            collection, texts, self.ctx.store.tenant, self.embeddings
+        )
         self.summary.embed_seconds += time.perf_counter() - started
-        vector = known | dict(zip(missing, vectors, strict=True))
-        return [vector[h] for h in hashes], len(missing)
+        return [known[sha256_hex(c.text)] for c in chunks], embedded
 
     def _prune(self, collection: Collection, stored: dict[str, Stored], found: Discovery) -> None:
-        """Remove the chunks of the files of the folder ingested that are no longer there.
-        Not gone: a file or folder that could not be read (a mount or a permission may
-        come back), files outside the subfolder ingested, and files of another folder
-        that is still there."""
-        unlisted = [where for where, _ in found.errors]
-        if str(found.root) in unlisted:
-            return
-        present = {found.source(f) for f in found.files}
-        scope = f"{found.prefix}/" if found.prefix else ""
-        gone = sorted(
-            s
-            for s in stored
-            if s not in present
-            and s.startswith(scope)
-            and not any(s == u or s.startswith(u + "/") for u in unlisted)
-            and _elsewhere(s, stored[s], self._library) is None
-        )
+        """Remove the chunks of the files of the folder ingested that are no longer there."""
+        gone = gone_from(stored, found, self._library)
         for source in gone:
             ids = sorted(stored[source].ids)
             self._delete(collection, ids)
@@ -405,15 +360,6 @@ class Ingestor:
         self.summary.pruned = gone
         if gone:
             self._emit("pruned", sources=gone, chunks=self.summary.chunks_pruned)
-
-
-def _elsewhere(source: str, other: Stored, library: str) -> Path | None:
-    """The file of another folder, still there, that the collection holds under this
-    source's name (two folders with a notes.md), if there is one."""
-    if other.library in (None, library):
-        return None
-    path = Path(str(other.library)) / source
-    return path if path.is_file() else None
 
 
 def ingest_path(

@@ -60,6 +60,33 @@ class Stored:
     def complete_versions(self) -> set[str]:
         return {v for v, _ in self.ids.values() if self.is_complete(v)}
 
+    def elsewhere(self, source: str, library: str) -> Path | None:
+        """The file of another folder, still there, that these chunks came from (two
+        folders with a notes.md), if they came from one."""
+        if self.library in (None, library):
+            return None
+        path = Path(str(self.library)) / source
+        return path if path.is_file() else None
+
+
+def gone_from(stored: dict[str, Stored], found: Discovery, library: str) -> list[str]:
+    """The sources of the folder ingested that are no longer there. Not gone: a file or
+    folder that could not be read (a mount or a permission may come back), files
+    outside the subfolder ingested, and files of another folder that is still there."""
+    unlisted = [where for where, _ in found.errors]
+    if str(found.root) in unlisted:
+        return []
+    present = {found.source(f) for f in found.files}
+    scope = f"{found.prefix}/" if found.prefix else ""
+    return sorted(
+        s
+        for s, entry in stored.items()
+        if s not in present
+        and s.startswith(scope)
+        and not any(s == u or s.startswith(u + "/") for u in unlisted)
+        and entry.elsewhere(s, library) is None
+    )
+
 
 def scan(collection: Collection, tenant: str) -> dict[str, Stored]:
     """Every chunk's source and version, read once per run (metadata only, paged): the

@@ -43,6 +43,7 @@ from crag.retrieval.tenancy import belongs, tenant_where, version_key
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
+    from langchain_core.embeddings import Embeddings
 
     from crag.models.remembering import Remembering
     from crag.state import Origin, Passage
@@ -283,6 +284,19 @@ def vectors_by(
             if meta and meta.get(key) not in known:
                 known[str(meta[key])] = [float(x) for x in vector]
     return known
+
+
+def reused_or_embedded(
+    collection: Collection, texts: dict[str, str], tenant: str, embeddings: Embeddings
+) -> tuple[dict[str, list[float]], int]:
+    """A vector per text (keyed by its content hash): reused from any of the tenant's
+    chunks with the same text, else embedded; and how many were embedded."""
+    known = vectors_by(collection, "content_hash", sorted(texts), tenant)
+    missing = [h for h in sorted(texts) if h not in known]
+    vectors = embeddings.embed_documents([texts[h] for h in missing]) if missing else []
+    if len(vectors) != len(missing):  # a vector lost or added would go beside another text
+        raise RuntimeError(f"the embedder returned {len(vectors)} vectors for {len(missing)} texts")
+    return known | dict(zip(missing, vectors, strict=True)), len(missing)
 
 
 def _both(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
