@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ class FakeServer:
 @pytest.fixture
 def fake_llm(monkeypatch: pytest.MonkeyPatch) -> tuple[LlamaCppChatModel, FakeServer]:
     server = FakeServer()
-    engines = {("fake.gguf", 4096, 2, 1): llamacpp._Engine(server=server)}
+    engines = {("fake.gguf", 4096): llamacpp._Engine(server=server, shape=(2, 1))}
     monkeypatch.setattr(llamacpp, "_ENGINES", engines)
     return LlamaCppChatModel(model_path="fake.gguf", threads=2, max_tokens=64), server
 
@@ -255,9 +256,22 @@ def test_slots_go_first_come_first_served() -> None:
     assert slots.acquire(0)
 
 
+def test_a_run_asking_for_other_threads_or_slots_uses_the_running_model(
+    fake_llm, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server's client may send `threads` or `local_slots`: the process keeps one model
+    (1.1 GB and its caches) and one line of slots."""
+    llm, server = fake_llm
+    other = llm.model_copy(update={"threads": 3, "slots": 4})
+    with caplog.at_level(logging.INFO, logger="crag.models.llamacpp"):
+        assert other.invoke("q").content == "yes"
+    assert len(server.requests) == 1 and list(llamacpp._ENGINES) == [("fake.gguf", 4096)]
+    assert "threads=3 local_slots=4 use it" in caplog.text
+
+
 def test_a_call_that_finds_no_free_slot_in_time_names_the_knob(fake_llm) -> None:
     llm, server = fake_llm
-    engine = llamacpp._ENGINES[("fake.gguf", 4096, 2, 1)]
+    engine = llamacpp._ENGINES[("fake.gguf", 4096)]
     assert engine.slots.acquire(0)  # another run holds the only slot
     waiting = llm.model_copy(update={"queue_timeout_s": 0.2})
     with pytest.raises(ProviderError, match=r"no free slot for 0\.2 s \(local_queue_timeout_s"):
@@ -387,8 +401,8 @@ def test_the_bundled_model_is_assembled_by_its_first_call_off_the_event_loop(
     monkeypatch.setattr(model_files, "GGUF_SHA256", hashlib.sha256(whole).hexdigest())
     cache = tmp_path / "models"
     server = FakeServer()
-    key = (str(cache / model_files.GGUF_NAME), 4096, 2, 1)
-    monkeypatch.setattr(llamacpp, "_ENGINES", {key: llamacpp._Engine(server=server)})
+    key = (str(cache / model_files.GGUF_NAME), 4096)
+    monkeypatch.setattr(llamacpp, "_ENGINES", {key: llamacpp._Engine(server=server, shape=(2, 1))})
     ctx = Context(model_cache=cache, threads=2)
 
     make_chat_model("local", ctx, max_tokens=8)

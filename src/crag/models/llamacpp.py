@@ -6,10 +6,11 @@ OpenAI-format dicts, logprobs and JSON-schema output included. This adapter
 keeps those dicts OpenAI-shaped so the graph has one code path for the local
 model and ChatOpenAI (e.g. the judge reads `response_metadata["logprobs"]`).
 
-One model is loaded per (path, n_ctx, threads, slots) per process, on first
-call: a second copy of a 1.5B model would only halve the speed of both on a small
-CPU. With `slots` > 1 llama.cpp decodes that many calls together (continuous
-batching); further calls wait for a free slot.
+One model is loaded per (path, n_ctx) per process, on first call, with that run's
+`threads` and `slots`; a run asking for others (a server's client can) uses it as it
+is: a second copy of a 1.5B model would only halve the speed of both on a small CPU,
+and the slots stay one first-come, first-served line. With `slots` > 1 llama.cpp
+decodes that many calls together (continuous batching); further calls wait.
 """
 
 from __future__ import annotations
@@ -66,19 +67,22 @@ class _Engine:
     server: Any
     slots: Slots = field(default_factory=Slots)
     load_s: float = 0.0
+    shape: tuple[int, int] = (0, 1)  # (threads, slots) it was loaded with
 
 
-_ENGINES: dict[tuple[str, int, int, int], _Engine] = {}
+_ENGINES: dict[tuple[str, int], _Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
 def _load_engine(path: str, n_ctx: int, threads: int, slots: int = 1) -> _Engine:
     """The process-wide server for this model; loads it (~1-3 s) on first use. Each of
     its `slots` has a context of `n_ctx` tokens."""
-    key = (path, n_ctx, threads, slots)
+    key = (path, n_ctx)
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
         if engine is not None:
+            if engine.shape != (threads, slots):
+                log.info("local model as loaded: threads=%d local_slots=%d use it", threads, slots)
             return engine
         try:
             import xllamacpp as xlc  # the optional `crag[local]` extra
@@ -98,14 +102,13 @@ def _load_engine(path: str, n_ctx: int, threads: int, slots: int = 1) -> _Engine
         params.sampling.seed = 0
         params.cache_ram_mib = 512  # host prompt cache; llama.cpp's default is 8 GiB
         params.verbosity = 3 if os.environ.get("CRAG_DEBUG") else 0
-        # The server also listens on a loopback port; crag calls it in process only,
-        # so lock the HTTP side with a random key nobody knows.
+        # crag calls the server in process: its loopback HTTP side gets a key nobody knows
         params.api_keys = [secrets.token_hex(16)]
         params.ui = False
         params.endpoint_slots = False
         t0 = time.monotonic()
         server = xlc.Server(params)
-        engine = _Engine(server, Slots(slots), time.monotonic() - t0)
+        engine = _Engine(server, Slots(slots), time.monotonic() - t0, (threads, slots))
         _ENGINES[key] = engine
         return engine
 
