@@ -323,13 +323,11 @@ def _flat(values: dict[str, Any], origin: str, *, strict: bool = True) -> dict[s
     out: dict[str, Any] = {}
     for key, value in values.items():
         if key in GROUPS and isinstance(value, dict | GROUPS[key]):
-            # a group's dataclass gives the knobs it sets: those away from their defaults
-            defaults = vars(GROUPS[key]())
-            items = (
-                value.items()
-                if isinstance(value, dict)
-                else [(a, v) for a, v in vars(value).items() if v != defaults.get(a)]
-            )
+            if isinstance(value, dict):
+                items = list(value.items())
+            else:  # a group's dataclass gives the knobs it sets: those away from defaults
+                defaults = vars(GROUPS[key]())
+                items = [(a, v) for a, v in vars(value).items() if v != defaults.get(a)]
             out |= _flat({f"{key}.{a}": v for a, v in items}, origin, strict=strict)
             continue
         try:

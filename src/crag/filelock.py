@@ -1,5 +1,5 @@
-"""One inter-process lock for the two places that need one: the ingest writer
-and the one-time assembly of the local model file."""
+"""One inter-process lock for the places that need one: the ingest writer, the one-time
+assembly of the local model file, and a conversation's thread (one turn at a time)."""
 
 from __future__ import annotations
 

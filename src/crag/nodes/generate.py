@@ -202,26 +202,24 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"draft": made, **note(detail)}
 
 
-CITE = re.compile(r"(?<![\w\])`])\[(\d+)\]")  # not an index: x[2], argv[1]
+_NOT_AN_INDEX = r"(?<![\w\])`])"  # x[2], argv[1]: an index, not a mark
+CITE = re.compile(_NOT_AN_INDEX + r"\[(\d+)\]")
+_SPACED_CITE = re.compile(r"\s*" + CITE.pattern)  # a mark and the space before it
+_MARK = re.compile(r"\[\d+\]")
+_RUN_OF_MARKS = re.compile(_NOT_AN_INDEX + r"(?:\[\d+\]){2,}")
 
 
 def tidied(answer: str, sources: int) -> str:
     """A model's citation marks as crag reads them: one apart ("[1][2]" is "[1] [2]"),
     and none for a source it was not shown (a [9] of five)."""
     answer = _RUN_OF_MARKS.sub(lambda m: " ".join(_MARK.findall(m[0])), answer)
-    return re.sub(
-        r"\s*" + CITE.pattern, lambda m: m[0] if 1 <= int(m[1]) <= sources else "", answer
-    )
-
-
-_MARK = re.compile(r"\[\d+\]")
-_RUN_OF_MARKS = re.compile(r"(?<![\w\])`])(?:\[\d+\]){2,}")
+    return _SPACED_CITE.sub(lambda m: m[0] if 1 <= int(m[1]) <= sources else "", answer)
 
 
 def unmarked(answer: str) -> str:
     """The answer without its citation marks: its words as the model wrote them, before
     verify moved, added or renumbered marks."""
-    return re.sub(r"\s*" + CITE.pattern, "", answer)
+    return _SPACED_CITE.sub("", answer)
 
 
 def number_sources(kept: list[Strip], docs: list[Passage]) -> list[tuple[Citation, list[Strip]]]:
