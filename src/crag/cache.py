@@ -11,8 +11,9 @@ than the one that cached it.
 
 A question is served from the cache when its embedding is within `cache_threshold` of a
 cached question's and the two ask the same thing: the same years, dates, versions and
-names (`grading.constraints`), and the same content words, where a word may be swapped
-only for a near-synonym ("yearly" for "annual", not "monthly"). Embeddings alone rate
+names (`grading.constraints`), the same words that turn a question ("not", "only",
+"before"), and the same content words, where a word may be swapped only for a
+near-synonym ("yearly" for "annual", not "monthly"). Embeddings alone rate
 "the refund window for annual plans" and "... for monthly plans" as near-identical
 (0.93 with MiniLM, above real paraphrases at 0.84): the rest of the question is the same.
 
@@ -28,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import re
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -41,7 +44,7 @@ from langchain_core.embeddings import Embeddings
 from crag.context import KNOBS, Context
 from crag.errors import CragError
 from crag.grading.question_form import read
-from crag.grading.registry import reads_trained, trained_path
+from crag.grading.registry import reads_trained, trained_path, without_llm
 from crag.models.embeddings import embeddings_for
 from crag.retrieval.tenancy import library_version
 from crag.text import content_words, normalize, stem
@@ -55,6 +58,13 @@ CACHE_FILE = "answers.sqlite"
 SYNONYM = 0.80
 #: More swapped words than this is another question, however close the embeddings.
 MAX_SWAPS = 3
+#: Words that turn a question into another one though they are no content words
+#: ("which plans do not include SSO", "what happens after it renews"): two questions
+#: must hold the same of them.
+_TURNING = re.compile(
+    r"\b(?:no|not|nor|never|without|except|only|before|after|above|below|over|under|more"
+    r"|most|less|least|fewer)\b|n't\b"
+)
 #: What of a run's state an entry keeps, and serves back.
 KEPT = (
     "answer",
@@ -143,7 +153,9 @@ def scope(ctx: Context) -> str:
     grader changes it too)."""
     knobs: dict[str, Any] = {name: ctx.get(name) for name in ANSWER_KNOBS}
     knobs["format"] = RESULT_FORMAT
-    if reads_trained(ctx):
+    # the same model name served by another OpenAI-compatible server is another model
+    knobs["openai_base_url"] = os.environ.get("OPENAI_BASE_URL")
+    if reads_trained(ctx) or reads_trained(without_llm(ctx)):
         try:
             knobs["trained"] = trained_path(ctx).stat().st_mtime_ns
         except OSError:
@@ -162,11 +174,17 @@ def _stems(question: str) -> dict[str, str]:
     return {stem(w): w for w in content_words(normalize(question))}
 
 
+def _turning(question: str) -> list[str]:
+    return sorted(_TURNING.findall(normalize(question).lower().replace("\u2019", "'")))
+
+
 def same_question(asked: str, earlier: str, embedder: Embeddings) -> bool:
     """Whether two questions close in embedding ask the same: the same constraints, and
     the same content words but for near-synonyms swapped one for one. A word added or
     dropped narrows or widens the question ("... for annual plans"), so it does not."""
     if set(read(asked).constraints) != set(read(earlier).constraints):
+        return False
+    if _turning(asked) != _turning(earlier):
         return False
     mine, theirs = _stems(asked), _stems(earlier)
     only_mine = [mine[s] for s in sorted(mine.keys() - theirs.keys())]
@@ -201,6 +219,12 @@ def _database(ctx: Context, *, create: bool) -> Iterator[sqlite3.Connection | No
 
 
 def _unavailable(ctx: Context, exc: Exception) -> None:
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        log.warning(
+            "the answer cache %s is busy in another process; answering without it this time",
+            ctx.store.home / CACHE_FILE,
+        )
+        return
     log.warning(
         "the answer cache %s is unusable (%s: %s); answering without it (delete the file to "
         "start a new one)",
@@ -210,77 +234,93 @@ def _unavailable(ctx: Context, exc: Exception) -> None:
     )
 
 
-def lookup(ctx: Context, question: str) -> Hit | None:
-    """The tenant's cached answer to `question`, if an earlier question asked the same."""
+def version(ctx: Context) -> str | None:
+    """The tenant's library version as a run starts: what its answer may be stored
+    under (None: no library, or no cache)."""
     if not ctx.cache.enabled:
         return None
     try:
+        return library_version(ctx, ctx.store.collection)
+    except CragError as exc:  # no library, a store error: the retrieval reports it
+        log.debug("answer cache skipped: %s", exc)
+    except (OSError, ValueError) as exc:
+        _unavailable(ctx, exc)
+    return None
+
+
+def lookup(ctx: Context, question: str, library: str | None) -> Hit | None:
+    """The tenant's cached answer to `question` from the library at version `library`,
+    if an earlier question asked the same. The rows are read without a write lock, and
+    the question is embedded outside any transaction, so a slow embedder holds no other
+    process up."""
+    if not ctx.cache.enabled or library is None:
+        return None
+    try:
+        tenant, key = ctx.store.tenant, scope(ctx)
         with _database(ctx, create=False) as db:
             if db is None:
                 return None
-            tenant, key, version = (
-                ctx.store.tenant,
-                scope(ctx),
-                library_version(ctx, ctx.store.collection),
-            )
-            # entries from an older version of the tenant's library answer nothing now
-            db.execute(
-                "DELETE FROM answers WHERE tenant = ? AND scope = ? AND library <> ?",
-                (tenant, key, version),
-            )
             rows = db.execute(
                 "SELECT id, question, vector, result FROM answers "
                 "WHERE tenant = ? AND scope = ? AND library = ?",
-                (tenant, key, version),
+                (tenant, key, library),
             ).fetchall()
-            if not rows:
-                return None
-            embedder = embeddings_for(ctx)
-            vector = _unit(embedder.embed_query(question))
-            stored = np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
-            if stored.shape[1] != vector.shape[0]:
-                return None
-            sims = stored @ vector
-            for i in np.argsort(-sims):
-                if sims[i] < ctx.cache.threshold:
-                    break
-                entry_id, earlier, _, result = rows[int(i)]
-                if same_question(question, earlier, embedder):
-                    db.execute(
-                        "UPDATE answers SET used = ?, hits = hits + 1 WHERE id = ?",
-                        (time.time(), entry_id),
-                    )
-                    return Hit(earlier, round(float(sims[i]), 4), json.loads(result))
-    except CragError as exc:  # no library, a store error: the retrieval reports it
+        if not rows:
+            return None
+        embedder = embeddings_for(ctx)
+        vector = _unit(embedder.embed_query(question))
+        stored = np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
+        if stored.shape[1] != vector.shape[0]:
+            return None
+        sims = stored @ vector
+        for i in np.argsort(-sims):
+            if sims[i] < ctx.cache.threshold:
+                break
+            entry_id, earlier, _, result = rows[int(i)]
+            answer = json.loads(result)
+            confidence = answer.get("confidence")
+            if isinstance(confidence, float) and confidence < ctx.cache.min_confidence:
+                continue  # kept under a lower bar than the run's
+            if same_question(question, earlier, embedder):
+                with _database(ctx, create=False) as db:
+                    if db is not None:
+                        db.execute(
+                            "UPDATE answers SET used = ?, hits = hits + 1 WHERE id = ?",
+                            (time.time(), entry_id),
+                        )
+                return Hit(earlier, round(float(sims[i]), 4), answer)
+    except CragError as exc:
         log.debug("answer cache lookup skipped: %s", exc)
     except (sqlite3.Error, OSError, ValueError) as exc:
         _unavailable(ctx, exc)
     return None
 
 
-def store(ctx: Context, question: str, result: Mapping[str, Any]) -> bool:
-    """Cache a run's answer to `question` if it is worth keeping; True if it was."""
-    if not ctx.cache.enabled or not worth_keeping(result, ctx):
+def store(ctx: Context, question: str, result: Mapping[str, Any], library: str | None) -> bool:
+    """Cache a run's answer to `question` if it is worth keeping and the library is still
+    at `library`, the version the run started from (an ingest during the run would
+    otherwise file an answer from the old library under the new one); True if it was."""
+    if not ctx.cache.enabled or library is None or not worth_keeping(result, ctx):
         return False
     kept = {name: result[name] for name in KEPT if name in result}
     try:
-        tenant, key, version = (
-            ctx.store.tenant,
-            scope(ctx),
-            library_version(ctx, ctx.store.collection),
-        )
+        tenant, key = ctx.store.tenant, scope(ctx)
+        if library_version(ctx, ctx.store.collection) != library:
+            return False
         vector = _unit(embeddings_for(ctx).embed_query(question))
         now = time.time()
         with _database(ctx, create=True) as db:
             assert db is not None
+            # entries from an older version of the tenant's library answer nothing now
             db.execute(
-                "DELETE FROM answers WHERE tenant = ? AND scope = ? AND question = ?",
-                (tenant, key, question),
+                "DELETE FROM answers WHERE tenant = ? AND scope = ? "
+                "AND (library <> ? OR question = ?)",
+                (tenant, key, library, question),
             )
             db.execute(
                 "INSERT INTO answers (tenant, scope, library, question, vector, result, "
                 "stored, used) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (tenant, key, version, question, vector.tobytes(), json.dumps(kept), now, now),
+                (tenant, key, library, question, vector.tobytes(), json.dumps(kept), now, now),
             )
             # the size bound, per tenant: the least recently used go first
             db.execute(

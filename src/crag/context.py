@@ -276,6 +276,8 @@ class Context:
             search.sql_path = Path(search.sql_path).expanduser()
         if grading.grader_file is not None:
             grading.grader_file = Path(grading.grader_file).expanduser()
+        if grading.reader_file is not None:
+            grading.reader_file = Path(grading.reader_file).expanduser()
         if not 1 <= self.refinement.strip_sentences <= 3:
             raise bad("strip_sentences", "must be 1-3")
         for key, value in self.confidence.authority.items():

@@ -147,6 +147,8 @@ def _coerce(raw: str, annotation: Any) -> Any:
             kind = "an integer" if annotation is int else "a number"
             raise ValueError(f"expected {kind}, got {raw!r}") from None
     if annotation is Path:
+        if not raw.strip():  # Path("") is the current folder: surely not what was meant
+            raise ValueError("expected a path, got an empty value")
         return Path(raw)
     return raw
 

@@ -251,6 +251,7 @@ class State(InputState, total=False):
     tenant: str  # the `tenant` knob
     # cache_lookup
     cached: bool  # the answer came from the tenant's answer cache
+    library_version: str | None  # the tenant's library as the run began (None: no cache)
     # split
     split: QuestionSplit | None
     # retrieve

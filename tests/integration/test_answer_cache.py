@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,9 @@ from crag.cache import CACHE_FILE, entries, worth_keeping
 from crag.cli.ask import render
 from crag.cli.main import main
 from crag.context import Context
+from crag.grading.registry import trained_path
 from crag.ingest.indexer import ingest_path
+from crag.models.embeddings import embeddings_for
 
 ANNUAL = "How long is the refund window for annual plans?"
 PORT = "Which TCP port does the server listen on by default?"
@@ -251,3 +255,84 @@ def test_every_key_of_a_run_starts_empty_but_the_conversation() -> None:
     assert fresh["route"] is None and fresh["conflicts"] == [] and fresh["confidence"] == 0.0
     fresh["docs"].append("x")
     assert fresh_run()["docs"] == []  # no run shares another's lists
+
+
+def test_a_question_turned_by_a_small_word_is_another_question(home: Path) -> None:
+    ctx = _ctx(home)
+    embedder = embeddings_for(ctx)
+    for asked, earlier in (
+        ("Which plans include SSO?", "Which plans do not include SSO?"),
+        ("What happens before a plan renews?", "What happens after a plan renews?"),
+        ("Can admins export invoices?", "Can't admins export invoices?"),
+        ("Is the report available to admins?", "Is the report available only to admins?"),
+    ):
+        assert not cache.same_question(asked, earlier, embedder), (asked, earlier)
+    assert cache.same_question(ANNUAL, "For annual plans, how long is the refund window?", embedder)
+    ask(ANNUAL, context=ctx)
+    assert not ask("How long is the refund window for annual plans only?", context=ctx)["cached"]
+
+
+def test_an_answer_from_a_library_changed_during_its_run_is_not_stored(
+    home: Path, tmp_path: Path
+) -> None:
+    ctx = _ctx(home, "globex")
+    started = cache.version(ctx)
+    seen: list[str] = []
+    library = tmp_path / "docs" / "globex" / "library"
+    (library / "notes.md").write_text("# Quillon notes\n\nQuillon notes.\n", encoding="utf-8")
+
+    def during(event: dict[str, Any]) -> None:
+        if event["event"] == "file_done":  # a run reading now sees the library mid-change
+            seen.append(cache.version(ctx) or "")
+
+    assert ingest_path(Context(home=home, tenant="globex"), library, on_event=during).exit_code == 0
+    after = cache.version(ctx)
+    assert after not in {started, *seen}  # the ingest's last write gives a version of its own
+    sure = {"verdict": "correct", "answered": True, "support": "supported", "answer": "21 days"}
+    assert not cache.store(ctx, ANNUAL, sure, started)
+    assert not cache.store(ctx, ANNUAL, sure, seen[-1])
+    assert cache.store(ctx, ANNUAL, sure, after) and entries(ctx) == 1
+
+
+def test_a_higher_confidence_bar_applies_to_answers_already_cached(home: Path) -> None:
+    ctx = _ctx(home)
+    first = ask(ANNUAL, context=ctx)
+    assert ask(ANNUAL, context=ctx)["cached"]
+    stricter = ctx.with_overrides(cache_min_confidence=min(1.0, first["confidence"] + 0.01))
+    assert not ask(ANNUAL, context=stricter)["cached"]
+
+
+def test_a_lookup_embeds_the_question_outside_any_transaction(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _ctx(home)
+    ask(ANNUAL, context=ctx)
+    embedder = embeddings_for(ctx)
+    writable: list[bool] = []
+
+    def embed_query(text: str) -> list[float]:
+        with closing(sqlite3.connect(home / CACHE_FILE, timeout=0)) as other:
+            other.execute("BEGIN IMMEDIATE")  # another process may write meanwhile
+            writable.append(True)
+            other.rollback()
+        return type(embedder).embed_query(embedder, text)
+
+    monkeypatch.setattr(embedder, "embed_query", embed_query)
+    monkeypatch.setattr("crag.cache.embeddings_for", lambda _ctx: embedder)
+    assert cache.lookup(ctx, ANNUAL, cache.version(ctx)) is not None and writable == [True]
+
+
+def test_the_key_names_the_trained_grader_a_judge_falls_back_to_and_the_server(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judge = _ctx(home).with_overrides(grader="judge")
+    path = trained_path(judge)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}", encoding="utf-8")
+    before = cache.scope(judge)
+    os.utime(path, ns=(1, 1))
+    assert cache.scope(judge) != before  # its strips and fast path read the trained grader
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    openai = cache.scope(judge)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    assert cache.scope(judge) != openai  # one model name on another server: another model

@@ -50,6 +50,19 @@ def test_env_values_are_typed_and_checked(monkeypatch: pytest.MonkeyPatch) -> No
     assert checked(Context(chat_model="extractive", embeddings="openai:x")).retrieval.k == 10
 
 
+def test_an_empty_path_is_refused_and_a_home_folder_path_expanded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CRAG_HOME", "")  # would be the current folder
+    with pytest.raises(ValueError, match=r"CRAG_HOME.*empty"):
+        Context()
+    monkeypatch.delenv("CRAG_HOME")
+    monkeypatch.setenv("CRAG_READER_FILE", "")  # an optional path: unset
+    assert Context().grading.reader_file is None
+    monkeypatch.setenv("CRAG_READER_FILE", "~/reader.onnx")
+    assert Context().grading.reader_file == Path.home() / "reader.onnx"
+
+
 def test_only_the_providers_a_run_uses_must_be_able_to_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -193,6 +193,8 @@ class Ingestor:
                     self._emit("file_done", index=index, **asdict(report))
                 if self.prune and summary.error is None:
                     self._prune(collection, stored, found)
+                if self._marked:  # a run that read the library while it changed is stale too
+                    mark_changed(collection, self.ctx.store.tenant)
                 self._seal(client, collection)
                 if summary.error is None and not self.ctx.store.chroma_url:
                     write_manifest(self.ctx, self.collection_name, self._complete)

@@ -126,14 +126,16 @@ async def condense(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 async def cache_lookup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     if not ctx.cache.enabled:
-        return {"cached": False, **note("the answer cache is off")}
-    hit = await asyncio.to_thread(cache.lookup, ctx, state["question"])
+        return {"cached": False, "library_version": None, **note("the answer cache is off")}
+    library = await asyncio.to_thread(cache.version, ctx)
+    hit = await asyncio.to_thread(cache.lookup, ctx, state["question"], library)
     if hit is None:
-        return {"cached": False, **note("no cached answer")}
+        return {"cached": False, "library_version": library, **note("no cached answer")}
     about = {"question": state["question"], "cached": True}
     return {
         **{key: hit.result[key] for key in cache.KEPT if key in hit.result},
         "cached": True,
+        "library_version": library,
         "decline_reason": None,
         # the conversation keeps the reply, and the standalone question it answered
         "messages": [AIMessage(hit.result.get("answer", ""), response_metadata=about)],

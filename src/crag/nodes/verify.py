@@ -347,7 +347,8 @@ async def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     update = await outcome(state, ctx)
     update["confidence"] = confidence_of(state, update)
     # a confident, verified answer is kept for the same question (the tenant's cache)
-    if await asyncio.to_thread(cache.store, ctx, state["question"], {**state, **update}):
+    library = state.get("library_version")
+    if await asyncio.to_thread(cache.store, ctx, state["question"], {**state, **update}, library):
         step = update["path"][0]
         update["path"] = [{**step, "detail": f"{step['detail']}; cached"}]
     # the conversation keeps the reply, and the standalone question it answered
