@@ -268,6 +268,41 @@ def test_a_rebuild_whose_embedder_fails_drops_nothing(library: Path, ctx: Contex
     assert info.value.exit_code == 2 and _rows(ctx) == before
 
 
+def test_a_rebuild_names_what_else_it_would_drop_and_drops_nothing_unforced(
+    tmp_path: Path, library: Path, ctx: Context
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "hover.md").write_text(_doc(TOPICS[4]), encoding="utf-8")
+    ingest_path(ctx, library, embeddings=FakeEmbeddings())
+    ingest_path(ctx, other, embeddings=FakeEmbeddings())
+    before = _rows(ctx)
+    for path, named in ((library, str(other)), (library / "sub", "outside sub/")):
+        with pytest.raises(IngestError, match="nothing was dropped") as info:
+            ingest_path(ctx, path, rebuild=True, embeddings=FakeEmbeddings())
+        assert named in str(info.value) and "--force" in str(info.value)
+        assert info.value.exit_code == 2 and _rows(ctx) == before
+    forced = ingest_path(ctx, library, rebuild=True, force=True, embeddings=FakeEmbeddings())
+    assert forced.exit_code == 0
+    assert "hover.md" not in {m["source"] for m in _rows(ctx).values()}
+    again = ingest_path(ctx, library, rebuild=True, embeddings=FakeEmbeddings())
+    assert again.exit_code == 0  # the collection holds this folder alone now
+
+
+def test_prune_keeps_the_files_of_another_folder_moved_away(
+    tmp_path: Path, library: Path, ctx: Context
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "hover.md").write_text(_doc(TOPICS[4]), encoding="utf-8")
+    ingest_path(ctx, other, embeddings=FakeEmbeddings())
+    ingest_path(ctx, library, embeddings=FakeEmbeddings())
+    other.rename(tmp_path / "unmounted")  # a mount gone, a folder renamed
+    summary = ingest_path(ctx, library, prune=True, embeddings=FakeEmbeddings())
+    assert summary.pruned == []
+    assert "hover.md" in {m["source"] for m in _rows(ctx).values()}
+
+
 def test_single_file_and_other_collection(library: Path, ctx: Context) -> None:
     summary = ingest_path(ctx, library / "sub" / "b.md", collection="notes", embeddings=None)
     assert summary.files_ok == 1

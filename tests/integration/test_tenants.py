@@ -12,6 +12,7 @@ from tenants import ACME, GLOBEX, write_tenant
 
 from crag.cli.main import main
 from crag.context import Context
+from crag.errors import IngestError
 from crag.ingest.indexer import ingest_path
 from crag.models.embeddings import make_embeddings
 from crag.retrieval.clients import (
@@ -157,9 +158,15 @@ def test_the_cli_answers_for_the_tenant_given(
 def test_a_rebuild_for_one_tenant_leaves_the_others_to_ingest_again(
     two_tenants: Path, tmp_path: Path
 ) -> None:
-    """The vector index is one for all tenants: a rebuild drops it all (documented)."""
+    """The vector index is one for all tenants: a rebuild drops it all, so it is refused
+    until it is forced (documented)."""
     library = tmp_path / "docs" / "globex" / "library"
-    assert ingest_path(_ctx(two_tenants, "globex"), library, rebuild=True).exit_code == 0
+    before = len(list(tenant_records(_ctx(two_tenants, "acme"), "books")))
+    with pytest.raises(IngestError, match=r"also holds tenant 'acme'.*nothing was dropped"):
+        ingest_path(_ctx(two_tenants, "globex"), library, rebuild=True)
+    assert len(list(tenant_records(_ctx(two_tenants, "acme"), "books"))) == before > 0
+    forced = ingest_path(_ctx(two_tenants, "globex"), library, rebuild=True, force=True)
+    assert forced.exit_code == 0
     assert list(tenant_records(_ctx(two_tenants, "acme"), "books")) == []
     assert len(list(tenant_records(_ctx(two_tenants, "globex"), "books"))) > 0
     shutil.rmtree(tmp_path / "docs")

@@ -40,7 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rebuild",
         action="store_true",
-        help="drop the collection and ingest everything again (repairs a damaged index)",
+        help="drop the collection and ingest PATH again (repairs a damaged index); refused "
+        "while the collection holds other tenants' or folders' files, unless --force",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --rebuild: drop what other tenants and folders hold too",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -93,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         ctx,
         prune=args.prune,
         rebuild=args.rebuild,
+        force=args.force,
         on_event=_with_notes(Progress(quiet=args.quiet), args.quiet),
     )
     try:

@@ -91,6 +91,7 @@ class Ingestor:
         collection: str | None = None,
         prune: bool = False,
         rebuild: bool = False,
+        force: bool = False,
         embeddings: Embeddings | None = None,
         on_event: EventHandler | None = None,
         batch_size: int = BATCH_SIZE,
@@ -99,6 +100,7 @@ class Ingestor:
         self.collection_name = collection or ctx.store.collection
         self.prune = prune
         self.rebuild = rebuild
+        self.force = force  # a rebuild drops other tenants' and folders' chunks too
         self._embeddings = embeddings
         self.on_event = on_event
         self.batch_size = max(1, batch_size)
@@ -156,7 +158,7 @@ class Ingestor:
             with home_lock(self.ctx):
                 if self._untouched(found):
                     return summary
-                self._client = client = self._open()
+                self._client = client = self._open(found)
                 collection = get_collection(
                     client, self.collection_name, create=True, embeddings=self.ctx.models.embeddings
                 )
@@ -225,11 +227,13 @@ class Ingestor:
             self._emit("file_done", index=index, **asdict(report))
         return True
 
-    def _open(self) -> ClientAPI:
+    def _open(self, found: Discovery) -> ClientAPI:
         """The store's client; for a rebuild, after the collection was dropped."""
         if not self.rebuild:
             return open_client(self.ctx, create=True)
-        return dropped(self.ctx, self.collection_name, self.embeddings, self._emit)
+        return dropped(
+            self.ctx, self.collection_name, self.embeddings, self._emit, found, self.force
+        )
 
     def _adopt(self, client: ClientAPI, collection: Collection) -> None:
         """A collection written before tenants existed: its chunks become the default
@@ -371,6 +375,7 @@ def ingest_path(
     collection: str | None = None,
     prune: bool = False,
     rebuild: bool = False,
+    force: bool = False,
     embeddings: Embeddings | None = None,
     on_event: EventHandler | None = None,
 ) -> IngestSummary:
@@ -379,13 +384,15 @@ def ingest_path(
 
     Raises `IngestError` when the run cannot start (`StoreError` when the store cannot be
     used); per-file problems are reported in the summary instead, and leave the file's
-    existing chunks untouched. `rebuild` drops the collection first.
+    existing chunks untouched. `rebuild` drops the collection first (refused while it
+    holds other tenants' or folders' chunks, unless `force`).
     """
     return Ingestor(
         ctx,
         collection=collection,
         prune=prune,
         rebuild=rebuild,
+        force=force,
         embeddings=embeddings,
         on_event=on_event,
     ).run(path)

@@ -72,7 +72,8 @@ class Stored:
 def gone_from(stored: dict[str, Stored], found: Discovery, library: str) -> list[str]:
     """The sources of the folder ingested that are no longer there. Not gone: a file or
     folder that could not be read (a mount or a permission may come back), files
-    outside the subfolder ingested, and files of another folder that is still there."""
+    outside the subfolder ingested, and files of another folder (even one moved away:
+    they were never under this one)."""
     unlisted = [where for where, _ in found.errors]
     if str(found.root) in unlisted:
         return []
@@ -84,7 +85,7 @@ def gone_from(stored: dict[str, Stored], found: Discovery, library: str) -> list
         if s not in present
         and s.startswith(scope)
         and not any(s == u or s.startswith(u + "/") for u in unlisted)
-        and entry.elsewhere(s, library) is None
+        and entry.library in (None, library)
     )
 
 
