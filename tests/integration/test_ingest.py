@@ -339,6 +339,33 @@ def test_cli_json_summary(
     assert err == ""
 
 
+def test_cli_json_says_why_a_run_could_not_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_model: FakeEmbeddings
+) -> None:
+    (tmp_path / "empty").mkdir()
+    argv = ["ingest", str(tmp_path / "empty"), "--home", str(tmp_path / "h"), "--json", "-q"]
+    code = cli.run(_parse(argv))
+    out, err = capsys.readouterr()
+    said = json.loads(out)
+    assert code != 0 and said["exit_code"] == code and set(said) == {"error", "exit_code"}
+    assert "no documents" in said["error"] and err.count("\n") == 1
+
+
+def test_an_interrupted_run_counts_the_files_it_left(library: Path, ctx: Context) -> None:
+    ingestor = indexer.Ingestor(ctx, embeddings=FakeEmbeddings())
+
+    def stop(event: dict[str, Any]) -> None:
+        if event["event"] == "file_done":
+            raise KeyboardInterrupt
+
+    ingestor.on_event = stop
+    with pytest.raises(KeyboardInterrupt):
+        ingestor.run(library)
+    summary = ingestor.summary
+    assert summary.interrupted and len(summary.files) == 1
+    assert summary.not_processed == len(discover(library).files) - 1 > 0
+
+
 def test_a_second_writer_to_one_chroma_server_is_refused(tmp_path: Path) -> None:
     """The lock is taken before the server is reached, so no server is needed here."""
     from crag.ingest.lock import home_lock

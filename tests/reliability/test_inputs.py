@@ -477,6 +477,12 @@ def _rows(home: Path) -> dict[str, dict[str, Any]]:
             "--rebuild needs a folder",
         ),
         (
+            "demo: a samples folder without questions",
+            ["demo", "--samples", "{tmp}/empty_dir", "--no-llm"],
+            2,
+            "empty_dir holds no questions.jsonl",
+        ),
+        (
             "ingest: chunk_overlap >= chunk_size",
             ["ingest", "{tmp}/one.md", "--chunk-size", "300", "--chunk-overlap", "300"],
             2,

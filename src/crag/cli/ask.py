@@ -82,7 +82,9 @@ def render(result: dict[str, Any], details: bool = False) -> str:
     how += f", {said} {result.get('confidence', 0):.2f}"
     if result.get("cached"):
         how += " (an answer cached by an earlier run)"
-    lines = [textwrap.fill(result["answer"], width=100), ""]
+    # an address or a hyphenated name is never cut in two: it is copied whole
+    answer = textwrap.fill(result["answer"], 100, break_on_hyphens=False, break_long_words=False)
+    lines = [answer, ""]
     lines += [*notes, ""] if notes else []
     lines.append(how)
     if details:

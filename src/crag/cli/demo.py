@@ -62,8 +62,11 @@ def _ingest(ctx: Context, folder: Path, collection: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     samples = args.samples or default_samples()
+    if args.samples is not None and not (args.samples / "questions.jsonl").is_file():
+        print(f"crag demo: error: {args.samples} holds no questions.jsonl", file=sys.stderr)
+        return 2
     if samples is None or not (samples / "questions.jsonl").is_file():
-        print("crag demo: no samples folder found; pass --samples DIR", file=sys.stderr)
+        print("crag demo: error: no samples folder found; pass --samples DIR", file=sys.stderr)
         return 2
     from crag.api import ask, check_ready, summary  # LangGraph and the models: not for --help
 

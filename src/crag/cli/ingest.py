@@ -60,6 +60,14 @@ def _error(message: str, args: argparse.Namespace | None = None) -> None:
     print(f"crag ingest: error: {printable(message)}", file=sys.stderr)
 
 
+def _failed(message: str, exit_code: int, args: argparse.Namespace) -> int:
+    """A run that could not start: its error line, and with --json an object saying so."""
+    _error(message, args)
+    if args.json:
+        print(json.dumps({"error": message, "exit_code": exit_code}, indent=2))
+    return exit_code
+
+
 def _with_notes(progress: Progress, quiet: bool) -> Callable[[Event], None]:
     """The progress display, plus the lines a rebuild adds."""
 
@@ -90,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
             check_home(ctx)
         embeddings_ready(ctx)  # a missing key is the run's, not the first file's
     except (ValueError, StoreError, ProviderError) as exc:
-        _error(str(exc), args)
-        return 2
+        return _failed(str(exc), 2, args)
 
     # pypdf logs every recoverable oddity of a PDF; the loader reports what matters.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -105,11 +112,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = ingestor.run(args.path)
     except IngestError as exc:
-        _error(str(exc), args)
-        return exc.exit_code
+        return _failed(str(exc), exc.exit_code, args)
     except (StoreError, ProviderError) as exc:
-        _error(str(exc), args)
-        return 1
+        return _failed(str(exc), 1, args)
     except KeyboardInterrupt:
         summary = ingestor.summary
         summary.interrupted = True

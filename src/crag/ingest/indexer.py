@@ -202,6 +202,7 @@ class Ingestor:
                     write_manifest(self.ctx, self.collection_name, self._complete)
         except KeyboardInterrupt:
             summary.interrupted = True
+            summary.not_processed = max(0, len(found.files) - len(summary.files))
             raise
         finally:
             self._read_ahead.close()
