@@ -301,6 +301,8 @@ def test_a_chat_whose_questions_fail_exits_non_zero(
     assert code == 2 and "Traceback" not in err
     assert len(error_lines(err)) == 1 and "max_question_chars" in error_lines(err)[0]
     assert "sources:" in out or "could not find" in out  # the second question was answered
+    # the resume line names the home given, or it would resume in another one
+    assert "(resume with: crag chat --thread " in err and f"--home {home}" in err
 
 
 def test_a_settings_file_that_is_not_an_object_is_an_error(

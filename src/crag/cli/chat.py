@@ -12,7 +12,7 @@ import sys
 import uuid
 
 from crag.cli.ask import sources
-from crag.cli.options import add_context_flags, check_before_asking, context_from_args
+from crag.cli.options import add_context_flags, check_before_asking, context_from_args, where_flags
 from crag.errors import CragError
 from crag.text import printable
 
@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     check_before_asking(ctx)
     thread = args.thread or uuid.uuid4().hex[:12]
     tty = sys.stdin.isatty()
-    print(f"thread {thread} (resume with: crag chat --thread {thread})", file=sys.stderr)
+    again = f"crag chat --thread {thread}{where_flags(ctx)}"
+    print(f"thread {thread} (resume with: {again})", file=sys.stderr)
     failed = 0
     while True:
         try:

@@ -4,6 +4,7 @@ knob through `--set NAME=VALUE`, and the argument types the subcommands use."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Callable, Sequence
 
 from crag.context import KNOBS, Context, knob_named
@@ -57,6 +58,15 @@ STORE_FLAGS = (
     "chunk_size",
     "chunk_overlap",
 )
+
+
+def where_flags(ctx: Context) -> str:
+    """The flags naming the library that were given as arguments (" --home DIR"), for a
+    command printed to be run again: without them it would read another home."""
+    given = [
+        n for n in ("home", "chroma_url", "collection", "tenant") if ctx.origin(n) == "argument"
+    ]
+    return "".join(f" --{n.replace('_', '-')} {shlex.quote(str(ctx.get(n)))}" for n in given)
 
 
 def add_context_flags(parser: argparse.ArgumentParser, names: Sequence[str] = RUN_FLAGS) -> None:
