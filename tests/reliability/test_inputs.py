@@ -305,6 +305,22 @@ def test_a_chat_whose_questions_fail_exits_non_zero(
     assert "(resume with: crag chat --thread " in err and f"--home {home}" in err
 
 
+def test_a_missing_external_collection_is_said_once_before_the_question(
+    home: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    argv = [a if a != "none" else "local" for a in _ask(home)]  # the default external
+    with caplog.at_level(logging.WARNING, logger="crag"):
+        code, out, _ = cli(capsys, *argv)
+    assert code == 0 and out
+    (warning,) = [r.getMessage() for r in caplog.records if "does not exist" in r.getMessage()]
+    assert "--collection external" in warning and f"--home {home}" in warning
+    assert "external=none" in warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="crag"):
+        assert cli(capsys, *_ask(home))[0] == 0  # external=none: nothing to say
+    assert not [r for r in caplog.records if "does not exist" in r.getMessage()]
+
+
 def test_a_settings_file_that_is_not_an_object_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], tally: Any
 ) -> None:

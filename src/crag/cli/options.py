@@ -4,6 +4,7 @@ knob through `--set NAME=VALUE`, and the argument types the subcommands use."""
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 from collections.abc import Callable, Sequence
 
@@ -137,3 +138,25 @@ def check_before_asking(ctx: Context) -> None:
     if ctx.search.external == "local":
         check_collection_name(ctx.search.external_collection)
     check_tenant(ctx)
+    if ctx.search.external == "local" and "external" in ctx.search.sources.split(","):
+        _warn_without_external(ctx)
+
+
+def _warn_without_external(ctx: Context) -> None:
+    """One line before the first question when the external collection is missing: each
+    answer the library cannot give would otherwise carry the error."""
+    from crag.errors import StoreError
+    from crag.retrieval.clients import get_collection, open_client
+
+    name = ctx.search.external_collection
+    try:
+        get_collection(open_client(ctx), name)
+    except StoreError:
+        logging.getLogger("crag").warning(
+            "collection %r does not exist%s: a question the library cannot answer gets no "
+            "outside search (ingest a folder with --collection %s%s, or set external=none)",
+            name,
+            f" in {ctx.store.home}" if not ctx.store.chroma_url else "",
+            name,
+            where_flags(ctx),
+        )
