@@ -23,7 +23,7 @@ from crag.aio import synchronous
 from crag.context import DEFAULT_TENANT, ENV_PREFIX, Context
 from crag.errors import ProviderError, StoreError
 from crag.filelock import LockBusy, exclusive
-from crag.grading.registry import GRADERS, judge_spec
+from crag.grading.registry import GRADERS, WITH_MODEL, judge_spec
 from crag.graph import Graph, build, compiled, graph
 from crag.models.chat import CHAT_MODELS, EXTRACTIVE
 from crag.models.embeddings import EMBEDDINGS, embeddings_ready
@@ -276,7 +276,10 @@ def check_ready(ctx: Context) -> None:
     """Raise ProviderError if a provider the run will use cannot start here (a key not
     in the environment, an optional package not installed): before the first question,
     not when a node first needs it."""
-    GRADERS.check_ready(ctx.grading.grader.partition(":")[0])
+    base, _, model = ctx.grading.grader.partition(":")
+    if base in WITH_MODEL and not model:
+        raise ProviderError(f"grader={base} needs a model: {base}:<hub name or path>")
+    GRADERS.check_ready(base)
     embeddings_ready(ctx)
     specs = {ctx.models.chat_model, judge_spec(ctx) or EXTRACTIVE}
     if ctx.generation.checks_claims and ctx.models.chat_model != EXTRACTIVE:

@@ -171,6 +171,14 @@ BAD_FLAGS = {
     "flag: unknown --chat-model lists every name": (["--chat-model", "gpt"], "extractive"),
     "flag: --set cache_threshold=1.5": (["--set", "cache_threshold=1.5"], "cache_threshold=1.5"),
     "flag: --set cache.size=0": (["--set", "cache.size=0"], "cache_size=0 (from argument)"),
+    "flag: --grader cross-encoder without a model": (
+        ["--grader", "cross-encoder"],
+        "grader=cross-encoder needs a model",
+    ),
+    "flag: --set sql_path to no file": (
+        ["--set", "sql_path=/nonexistent/db.sqlite"],
+        "sql_path='/nonexistent/db.sqlite': no database there",
+    ),
     "flag: --set cache_min_confidence=nan": (
         ["--set", "cache_min_confidence=nan"],
         "cache_min_confidence=nan",

@@ -11,6 +11,7 @@ import asyncio
 import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from crag.context import Context
@@ -222,6 +223,9 @@ def make_source(ctx: Context, name: str) -> ExternalSearch:
 
 
 def check_sources_ready(ctx: Context) -> None:
-    """Raise ProviderError if a source of the web path cannot start (a missing key)."""
+    """Raise ProviderError if a source of the web path cannot start (a missing key, or
+    no database at sql_path)."""
     for name in source_names(ctx):
         _registry(name).check_ready(name)
+        if name == "sql" and ctx.search.sql_path and not Path(ctx.search.sql_path).is_file():
+            raise ProviderError(f"sql_path={str(ctx.search.sql_path)!r}: no database there")
