@@ -267,9 +267,12 @@ class Context:
             raise bad("chunk_size", "must be >= 100 (characters)")
         grading, search, store = self.grading, self.search, self.store
         if grading.lower > grading.upper:
-            raise bad("lower", f"must not exceed upper={grading.upper}")
+            raise bad(
+                "lower", f"must not exceed upper={grading.upper} (from {self.origin('upper')})"
+            )
         if grading.cascade_low > grading.cascade_high:
-            raise bad("cascade_low", f"must not exceed cascade_high={grading.cascade_high}")
+            high = f"cascade_high={grading.cascade_high} (from {self.origin('cascade_high')})"
+            raise bad("cascade_low", f"must not exceed {high}")
         if not [s for s in search.sources.split(",") if s.strip()]:
             raise bad("sources", "must name at least one source, e.g. sql,external")
         if search.sql_path is not None:

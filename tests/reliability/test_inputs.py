@@ -35,6 +35,7 @@ from test_faults import (
 )
 
 from crag.api import ask
+from crag.cli.main import main
 from crag.context import Context
 from crag.graph import graph
 from crag.ingest import indexer, loaders
@@ -721,3 +722,12 @@ def test_output_piped_to_a_reader_that_stops_ends_quietly(tmp_path: Path, tally:
         )
         os.close(write)
         assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_crag_version_says_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"crag {version('crag')}\n"

@@ -88,9 +88,13 @@ def test_only_the_providers_a_run_uses_must_be_able_to_start(
     check_ready(Context(**{**base, "grader": "judge", "judge_model": "openai:m"}))
 
 
-def test_contradictory_thresholds_are_rejected() -> None:
+def test_contradictory_thresholds_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=re.escape("lower=0.8 (from argument): must not exceed")):
         Context(lower=0.8, upper=0.5)
+    save_settings(tmp_path, {"lower": 0.5})  # the knob the user did set is named with its own
+    said = re.escape("must not exceed upper=0.3 (from argument)")
+    with pytest.raises(ValueError, match=f"settings.json.*{said}"):
+        Context(home=tmp_path, upper=0.3)
     with pytest.raises(ValueError, match="strip_sentences"):
         Context(strip_sentences=5)
 

@@ -177,6 +177,7 @@ def _blank(_: Callable[..., bytes]) -> bytes:
 BAD_INPUTS: dict[str, tuple[str, Callable[[Callable[..., bytes]], bytes], str]] = {
     "zero-byte": ("empty.pdf", lambda mk: b"", "empty file (0 bytes)"),
     "not-a-pdf": ("page.pdf", lambda mk: b"<html><body>hi</body></html>", "not a PDF"),
+    "not-a-pdf-line": ("note.pdf", lambda mk: b"not a pdf\n", r"starts with 'not a pdf\n'"),
     "corrupt": ("broken.pdf", lambda mk: mk(["Some text. " * 50])[:400], "corrupt PDF"),
     "garbage-after-header": (
         "garbage.pdf",

@@ -148,7 +148,7 @@ def _load_pdf(path: Path, data: bytes) -> LoadedDocument:
     head = data[:1024]
     if b"%PDF-" not in head:
         preview = head[:16].decode("latin-1").encode("unicode_escape").decode("ascii")
-        raise LoadError(path, f"not a PDF (no %PDF- header; starts with {preview!r})")
+        raise LoadError(path, f"not a PDF (no %PDF- header; starts with '{preview}')")
     try:
         reader = PdfReader(io.BytesIO(data))
     except Exception as exc:
