@@ -269,15 +269,21 @@ def lookup(ctx: Context, question: str, library: str | None) -> Hit | None:
             return None
         embedder = embeddings_for(ctx)
         vector = _unit(embedder.embed_query(question))
-        stored = np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
-        if stored.shape[1] != vector.shape[0]:
+        rows = [r for r in rows if len(r[2]) == vector.nbytes]  # a damaged row answers nothing
+        if not rows:
             return None
+        stored = np.stack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
         sims = stored @ vector
         for i in np.argsort(-sims):
             if sims[i] < ctx.cache.threshold:
                 break
             entry_id, earlier, _, result = rows[int(i)]
-            answer = json.loads(result)
+            try:
+                answer = json.loads(result)
+            except ValueError:
+                continue
+            if not isinstance(answer, dict):
+                continue
             confidence = answer.get("confidence")
             if isinstance(confidence, float) and confidence < ctx.cache.min_confidence:
                 continue  # kept under a lower bar than the run's

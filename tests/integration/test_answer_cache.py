@@ -336,3 +336,19 @@ def test_the_key_names_the_trained_grader_a_judge_falls_back_to_and_the_server(
     openai = cache.scope(judge)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
     assert cache.scope(judge) != openai  # one model name on another server: another model
+
+
+def test_a_damaged_entry_leaves_the_others_served(home: Path) -> None:
+    ctx = _ctx(home)
+    ask(ANNUAL, context=ctx)
+    with closing(sqlite3.connect(home / CACHE_FILE)) as db, db:
+        row = db.execute("SELECT tenant, scope, library, question, vector FROM answers").fetchone()
+        damaged = [(*row[:3], "a cut vector", row[4][:7], "{}"), (*row, "[not json")]
+        for values in damaged:
+            db.execute(
+                "INSERT INTO answers (tenant, scope, library, question, vector, result, stored, "
+                "used) VALUES (?, ?, ?, ?, ?, ?, 0, 0)",
+                values,
+            )
+    state = ask(ANNUAL, context=ctx)
+    assert state["cached"] and "45 days" in state["answer"]
