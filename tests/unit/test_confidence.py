@@ -151,6 +151,22 @@ def test_a_changelog_that_names_both_values_does_not_contradict_the_manual() -> 
     assert {s["doc_id"] for s in out["kept_strips"]} == {"manual", "log"}
 
 
+def test_sources_giving_the_same_answer_beside_other_figures_agree() -> None:
+    question = "How much does the Tessaro Team plan cost per month?"
+    page = "The Tessaro Team plan costs USD 8 a month or USD 80 a year."
+    news = "The Tessaro Team plan now costs USD 8 a month, up from USD 6 last year."
+    out = run([doc("pricing", page, age_days=30), doc("news", news, age_days=10)], question)
+    assert out["conflicts"] == []
+    assert {s["doc_id"] for s in out["kept_strips"]} == {"pricing", "news"}
+    # a source naming other figures beside its answer still disagrees with another answer
+    question = "Which port does the Tessaro API listen on?"
+    manual = "The Tessaro API listens on port 7420; the admin console uses port 8080."
+    forum = "The Tessaro API listens on port 9000 on my server."
+    out = run([doc("manual", manual, age_days=30), doc("forum", forum, age_days=10)], question)
+    [conflict] = out["conflicts"]
+    assert {v["value"] for v in conflict["values"]} == {"7420, 8080", "9000"}
+
+
 def test_duplicates_collapse_to_one_strip_from_the_more_confident_source() -> None:
     text = "Tessaro keeps messages for 14 days. The listener port is 5680 by default."
     out = run(
@@ -434,3 +450,15 @@ def test_crag_ask_shows_the_signals_conflicts_and_confidence() -> None:
     assert ", confidence 0." in shown and "conf 0." not in shown  # the table: with -v
     shown = render({**result, "timings": {}, "path": []}, details=True)
     assert "conf 0." in shown and "authority 0.90 library" in shown
+
+
+def test_crag_ask_says_when_an_answer_is_partly_supported() -> None:
+    from crag.api import summary
+    from crag.cli.ask import render
+
+    result = {**summary(run([doc("new", FRESH, age_days=30)])), "timings": {}, "path": []}  # type: ignore[arg-type]
+    assert result["support"] == "supported" and "partly answered" not in render(result)
+    partial = {**result, "support": "partial", "unsupported": ["postgresql"]}
+    shown = render(partial)
+    assert "partly answered: the sources found do not state postgresql" in shown
+    assert shown.index("partly answered") < shown.index("verdict:")  # before the verdict

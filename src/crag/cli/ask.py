@@ -76,6 +76,13 @@ def render(result: dict[str, Any], details: bool = False) -> str:
         notes.append(f"sources disagree ({conflict['by']}): {said}")
     if result["web_error"]:
         notes.append(f"external source failed: {result['web_error']}")
+    if result.get("answered") and result.get("support") == "partial":
+        missing = ", ".join(result.get("unsupported") or [])
+        notes.append(
+            f"partly answered: the sources found do not state {missing}"
+            if missing
+            else "partly answered: sentences no source states were left out"
+        )
     how = f"verdict: {result['verdict']}"
     # the probability that this answer, or this decline, is right
     said = "confidence" if result["answered"] else "confidence in declining"
