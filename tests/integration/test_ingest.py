@@ -268,12 +268,18 @@ def test_a_rebuild_whose_embedder_fails_drops_nothing(library: Path, ctx: Contex
     assert info.value.exit_code == 2 and _rows(ctx) == before
 
 
-def test_a_rebuild_names_what_else_it_would_drop_and_drops_nothing_unforced(
-    tmp_path: Path, library: Path, ctx: Context
-) -> None:
+def _other_folder(tmp_path: Path) -> Path:
+    """A second folder with one file, hover.md, that the library does not have."""
     other = tmp_path / "other"
     other.mkdir()
     (other / "hover.md").write_text(_doc(TOPICS[4]), encoding="utf-8")
+    return other
+
+
+def test_a_rebuild_names_what_else_it_would_drop_and_drops_nothing_unforced(
+    tmp_path: Path, library: Path, ctx: Context
+) -> None:
+    other = _other_folder(tmp_path)
     ingest_path(ctx, library, embeddings=FakeEmbeddings())
     ingest_path(ctx, other, embeddings=FakeEmbeddings())
     before = _rows(ctx)
@@ -292,9 +298,7 @@ def test_a_rebuild_names_what_else_it_would_drop_and_drops_nothing_unforced(
 def test_prune_keeps_the_files_of_another_folder_moved_away(
     tmp_path: Path, library: Path, ctx: Context
 ) -> None:
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "hover.md").write_text(_doc(TOPICS[4]), encoding="utf-8")
+    other = _other_folder(tmp_path)
     ingest_path(ctx, other, embeddings=FakeEmbeddings())
     ingest_path(ctx, library, embeddings=FakeEmbeddings())
     other.rename(tmp_path / "unmounted")  # a mount gone, a folder renamed
