@@ -454,3 +454,25 @@ def test_a_deeper_candidate_set_is_scored_and_cut_to_the_best_k(dev_home: Path) 
     graded = result["state"]["docs"][:3]
     assert [d["id"] for d in graded] == [i for _, i in best]
     assert result["scores"][:3] == sorted(result["scores"][:3], reverse=True)
+
+
+def test_pages_on_other_topics_lend_no_strip_to_the_answer(tmp_path: Path) -> None:
+    from crag.ingest.indexer import ingest_path
+
+    library = tmp_path / "lib"
+    library.mkdir()
+    pages = {
+        "frobnicator.md": "# The Frobnicator\n\nThe Frobnicator weighs 42 kilograms.\n",
+        "widgets.md": "# Widgets\n\nThe Zorblax widget is a small spinning gadget made of brass.\n",
+        "garden.md": "# Gardening\n\nTomatoes need six hours of sun a day and steady watering.\n",
+        "history.md": "# A short history of tea\n\nTea was first drunk in China long ago.\n",
+    }
+    for name, text in pages.items():
+        (library / name).write_text(text, encoding="utf-8")
+    home = tmp_path / "home"
+    assert ingest_path(Context(home=home), library).exit_code == 0
+    state = ask("How much does the Frobnicator weigh?", home=home, chat_model="extractive",
+                external="none")  # fmt: skip
+    assert "42 kilograms" in state["answer"]
+    assert [c["source"] for c in state["citations"]] == ["frobnicator.md"]
+    assert "Zorblax" not in state["answer"] and "Tea was" not in state["answer"]

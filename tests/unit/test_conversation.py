@@ -22,6 +22,16 @@ from crag.prompts import partial_answer
         ("Why?", True),
         ("Which TCP port does the Lumen server listen on by default?", False),
         ("How does batch normalization speed up training?", False),
+        # words that point at nothing: there with "be", it before a judgement, that as "which"
+        ("Is there a limit on API requests per minute?", False),
+        ("Is it possible to run the Lumen server on ARM machines?", False),
+        ("What is the setting that controls the HTTPS port?", False),
+        ("What are the settings that matter most for latency?", False),
+        # and the same words pointing back
+        ("How do I change that setting in lumen.toml?", True),
+        ("Is that still true in 2025 for the server?", True),
+        ("How do I log in to the admin console there?", True),
+        ("Is it still supported on Windows servers?", True),
     ],
 )
 def test_what_reads_as_a_follow_up(question: str, follows: bool) -> None:

@@ -107,6 +107,12 @@ def test_refinement_filters_then_restores_reading_order() -> None:
     # the three best of those >= 0.3 are 0.95 (b0), 0.9 (a0), 0.8 (a3) -- in reading order:
     assert [s["text"] for s in kept] == ["First point here.", "Fourth point.", "Other one is long."]
     assert all(s["score"] >= 0.3 for s in kept)
+    # a document below `lower` as a whole gives no best strip of its own: only strips
+    # that pass enter (its best strip here is 0.2, under the threshold)
+    for strip, score in zip(strips, [0.9, 0.1, 0.1, 0.1, 0.2, 0.1], strict=True):
+        strip["score"] = score
+    assert {s["doc_id"] for s in select(strips, 0.3, 3)} == {"a", "b"}
+    assert {s["doc_id"] for s in select(strips, 0.3, 3, relevant={"a"})} == {"a"}
 
 
 def test_an_ambiguous_refinement_keeps_both_library_and_web_strips() -> None:
@@ -201,6 +207,9 @@ def test_citations_keep_source_and_page_of_each_kept_strip() -> None:
     answer = extractive_answer(numbered, limit=2)
     assert answer == "Alpha fact. [1] Web fact. [2]"
     assert extractive_answer(numbered[:1], limit=2) == "Alpha fact. [1] Beta fact. [1]"
+    # a document's own reference marks are not quoted: they would read as crag's
+    marked = [({**numbered[0][0]}, [{**numbered[0][1][0], "text": "Alpha fact, after Acar [2]."}])]
+    assert extractive_answer(marked, limit=1) == "Alpha fact, after Acar. [1]"
     # library and web take turns: a weaker web strip still beats a second library strip
     numbered[1][1][0]["score"] = 0.3
     assert extractive_answer(numbered, limit=2) == "Alpha fact. [1] Web fact. [2]"

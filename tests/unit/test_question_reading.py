@@ -30,3 +30,11 @@ def test_the_reading_holds_what_each_reader_of_the_question_read_before() -> Non
     assert reading.time_sensitive == time_sensitive(QUESTION) == "names the year 2023"
     assert reading.time_constraint == time_constraint(QUESTION)
     assert reading.structured is structured(QUESTION) is True
+
+
+def test_a_version_at_a_sentences_end_is_read() -> None:
+    from crag.grading.constraints import stated
+
+    assert stated("This guide is for Lumen Server 2.4.", "version") == {"2.4"}
+    assert stated("Lumen 2.4 limits requests.", "version") == {"2.4"}
+    assert stated("Read lumen-2.4.txt for the rest.", "version") == set()  # a file name

@@ -291,6 +291,15 @@ def test_the_sources_an_answer_lists_are_numbered_from_one() -> None:
     assert renumbered("A [1].", [{**two, "n": 1}]) == ("A [1].", [{**two, "n": 1}])
     # an index is not a citation: argv[2] stays as written
     assert renumbered("Read sys.argv[2] [2].", [two])[0] == "Read sys.argv[2] [1]."
+    # numbered in the order the answer first names them; an unnamed one comes last
+    one: Citation = {"n": 1, "origin": "library", "source": "intro.pdf", "page": "1"}
+    text, listed = renumbered("Not 8080 [4]. Port 7420 [2].", [one, two, four])
+    assert text == "Not 8080 [1]. Port 7420 [2]."
+    assert [(c["n"], c["source"]) for c in listed] == [
+        (1, "forum"),
+        (2, "guide.pdf"),
+        (3, "intro.pdf"),
+    ]
 
 
 def test_a_citation_moves_only_to_a_page_that_states_the_sentence_not_just_its_figures() -> None:

@@ -10,8 +10,10 @@ sources that disagree on it; a question that asks how something changed, or asks
 things, reads several values as its answer. Without a language model, a source's value
 is read from its sentences that speak of the question (most of its key terms): the
 numbers, years, dates, versions or names the question's kind asks for. Two sources
-disagree when each states a value the other does not: a changelog that says "from 120
-to 300" does not contradict the handbook's 120. With a language model, one call reads
+disagree when each states a value the other does not and they answer with different
+ones (the value nearest the question's words): a changelog that says "from 120 to 300"
+does not contradict the handbook's 120, nor "USD 8, up from USD 6" a page that says
+"USD 8 a month or USD 80 a year". With a language model, one call reads
 out each source's answer (`conflicts=model`); the preference is crag's, never the
 model's, and a model that fails or times out leaves the decision to the rule.
 """
@@ -83,6 +85,37 @@ def values(sentences: Sequence[str], kind: str, question: str) -> set[str]:
     return {v for s in sentences for v in stated(s, kind)} - asked
 
 
+def _nearest(sentence: str, found: set[str], wanted: set[str]) -> str:
+    """Of the values a sentence states, the one fewest words from a wanted word."""
+    words = [w.strip(".,;:()[]\"'").replace(",", "").lower() for w in normalize(sentence).split()]
+    near = [i for i, w in enumerate(words) if stems(w) & wanted]
+
+    def distance(value: str) -> int:
+        first = value.split()[0]
+        at = [i for i, w in enumerate(words) if first in (w, w.rstrip("0").rstrip("."))]
+        return min((abs(i - j) for i in at for j in near), default=len(words))
+
+    return min(sorted(found), key=distance)
+
+
+def main_value(facts: Sequence[str], kind: str, question: str) -> str | None:
+    """The value a source gives as its answer: in its sentence that names most of the
+    question's key terms, the value standing nearest to them (to the common words
+    among them, "port" rather than "Tessaro", where it has some: a number after a name
+    is the name's). None when no sentence states one."""
+    keys = [stems(k) for k in read(question).key_terms]
+    common = [stems(k) for k in read(question).key_terms if not k[:1].isupper()]
+    wanted = set().union(*(common or keys))
+    ranked = sorted(facts, key=lambda f: -sum(bool(k) and k <= stems(f) for k in keys))
+    stating = [
+        (sentence, found) for sentence in ranked if (found := values([sentence], kind, question))
+    ]
+    if kind == "date":  # "when" is answered by a date, where a source gives one, not a year
+        full = [(sentence, {v for v in found if "-" in v}) for sentence, found in stating]
+        stating = [(sentence, found) for sentence, found in full if found] or stating
+    return _nearest(*stating[0], wanted) if stating else None
+
+
 @dataclass
 class Claimant:
     """One source (file or web page, all its chunks) that speaks of the question."""
@@ -92,6 +125,7 @@ class Claimant:
     strips: list[Strip]  # in reading order
     facts: list[str]  # its sentences that speak of the question
     values: set[str] = field(default_factory=set)
+    main: str | None = None  # the value it gives as its answer (`main_value`)
     answer: str = ""  # the value a language model read out
 
     @property
@@ -136,7 +170,9 @@ def claimants(
         # end of one and the start of another
         facts = [f for s in group for f in fact_sentences(question, s["text"])]
         if facts:
-            found.append(Claimant(best, ids, group, facts, values(facts, kind, question)))
+            said = values(facts, kind, question)
+            main = main_value(facts, kind, question)
+            found.append(Claimant(best, ids, group, facts, said, main))
     return sorted(found, key=lambda c: (-c.doc.get("confidence", 0.0), rank[c.doc["id"]]))
 
 
@@ -168,7 +204,15 @@ def settle(
     if by == "model":
         losers = [c for c in valued[1:] if not agree(c.answer, winner.answer)]
     else:
-        losers = [c for c in valued[1:] if c.values - winner.values and winner.values - c.values]
+        # each states a value the other does not, and they answer with different ones
+        # (a source that also names last year's price still answers as the other does)
+        losers = [
+            c
+            for c in valued[1:]
+            if c.values - winner.values
+            and winner.values - c.values
+            and (c.main is None or winner.main is None or c.main != winner.main)
+        ]
     if not losers:
         return None, set(), None
     said = dict(zip((id(c) for c in valued), shown, strict=True))

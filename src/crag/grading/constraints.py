@@ -18,9 +18,12 @@ from crag.dates import DATE_PATTERNS, YEAR, dates_in
 from crag.grading.coverage import is_specific, key_terms
 from crag.text import MONTHS, STOPWORDS, folded_words, normalize, split_sentences
 
-# "1.5", "3.11.2", "v2", "version 3": numbers that name one release among others
+# "1.5", "3.11.2", "v2", "version 3": numbers that name one release among others (a
+# sentence's full stop may follow: "... with Lumen Server 2.4.")
 _VERSION = re.compile(
-    r"(?<![\w.])(?:v(?=\d)|version\s+)?(\d+(?:\.\d+)+|(?<=v)\d+|(?<=version )\d+)(?![\w.])", re.I
+    r"(?<![\w.])(?:v(?=\d)|version\s+)?(\d+(?:\.\d+)+|(?<=v)\d+|(?<=version )\d+)"
+    r"(?![\w]|\.\w)",
+    re.I,
 )
 _MONTH_DAY = re.compile(r"\b([a-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b")
 # "Q3", "third quarter", "the first half of 2024", "H2": a period within a year

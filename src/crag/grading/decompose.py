@@ -141,9 +141,40 @@ _POINTS_BACK = re.compile(
 MIN_STANDALONE_WORDS = 3
 
 
+#: Uses of those words that point at nothing: "is there a limit" (there with a form of
+#: "be"), "is it possible to" (it before a judgement and what is judged: "how is it
+#: better than" points back), and "the option that controls"
+#: (`_relative`).
+_BE = r"(?:is|are|was|were|be|been|'s|isn't|aren't|wasn't|weren't)"
+_POINTS_AT_NOTHING = re.compile(
+    rf"\b{_BE}\s+there\b|\bthere\s+{_BE}\b"
+    rf"|\b(?:{_BE}\s+it|it\s+{_BE})\s+(?:\w+\s+)?(?:possible|necessary|safe|true|required|"
+    r"recommended|advisable|better|best|worth|ok|okay|allowed|normal|common|enough)"
+    r"\s+(?:to|that|if|for|when)\b",
+    re.IGNORECASE,
+)
+_THAT = re.compile(r"\b(\w+)\s+that\s+(\w+)", re.IGNORECASE)
+_AUXILIARIES = frozenset(
+    "is are was were has have had can could will would should may might must does do did".split()
+)
+
+
+def _relative(match: re.Match[str]) -> str:
+    """`that` as "which": after a noun, before a verb in -s or -ed or an auxiliary ("the
+    option that controls"), or after a plural noun ("the settings that matter")."""
+    before, after = match[1].lower(), match[2].lower()
+    if before in STOPWORDS or before in _AUXILIARIES:
+        return match[0]
+    verb = after in _AUXILIARIES or after.endswith(("s", "ed"))
+    return f"{match[1]} {match[2]}" if verb or before.endswith("s") else match[0]
+
+
 def points_back(question: str) -> bool:
     """Whether a question continues another or names something only by pointing at it."""
-    return bool(_CONTINUES.search(question) or _POINTS_BACK.search(question))
+    if _CONTINUES.search(question):
+        return True
+    plain = _THAT.sub(_relative, _POINTS_AT_NOTHING.sub(" ", question))
+    return bool(_POINTS_BACK.search(plain))
 
 
 def is_follow_up(question: str) -> bool:

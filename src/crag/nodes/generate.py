@@ -82,7 +82,8 @@ def extractive_answer(
             break
         if new := [x for x in split_sentences(text) if sentence_key(x) not in said]:
             said.update(sentence_key(x) for x in new)
-            picked.append((score, at, n, " ".join(new)))
+            # a document's own reference marks ("Acar et al. [2]") would read as crag's
+            picked.append((score, at, n, unmarked(" ".join(new))))
     return " ".join(f"{text} [{n}]" for _, _, n, text in sorted(picked, key=lambda t: t[1]))
 
 
@@ -292,7 +293,7 @@ def render_sources(numbered: list[tuple[Citation, list[Strip]]], tag: str) -> st
             n=c["n"],
             label=shown_label(c),
             origin=c["origin"],
-            text=" ... ".join(s["text"] for s in strips),
+            text=" ... ".join(unmarked(s["text"]) for s in strips),
         )
         for c, strips in numbered
     ]
@@ -364,13 +365,18 @@ def marked(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> tuple[s
 
 
 def renumbered(answer: str, citations: list[Citation]) -> tuple[str, list[Citation]]:
-    """The sources an answer lists numbered 1, 2, ... in their order, and its marks to
-    match: a reader shown only [2] looks for a [1]."""
-    new = {c["n"]: i for i, c in enumerate(citations, 1)}
+    """The sources an answer lists numbered 1, 2, ... in the order its marks first name
+    them (those it does not mark after, as they were), and its marks to match: a reader
+    shown only [2], or [3] before [2], looks for what came before."""
+    first: dict[int, int] = {}
+    for mark in CITE.finditer(answer):
+        first.setdefault(int(mark.group(1)), mark.start())
+    order = sorted(citations, key=lambda c: (first.get(c["n"], len(answer)), c["n"]))
+    new = {c["n"]: i for i, c in enumerate(order, 1)}
     if all(old == n for old, n in new.items()):
         return answer, citations
     text = CITE.sub(lambda m: f"[{new.get(int(m.group(1)), m.group(1))}]", answer)
-    return text, [{**c, "n": new[c["n"]]} for c in citations]
+    return text, [{**c, "n": new[c["n"]]} for c in order]
 
 
 def cited(answer: str, numbered: list[tuple[Citation, list[Strip]]]) -> list[Citation]:

@@ -94,21 +94,37 @@ def rank_key(strip: Strip) -> tuple[float, int]:
     return -strip.get("confidence", strip["score"]), strip["position"]
 
 
-def candidates(strips: list[Strip], threshold: float) -> list[Strip]:
+def candidates(strips: list[Strip], threshold: float, relevant: set[str]) -> list[Strip]:
     """The strips that may enter the context: those whose relevance reaches the
-    threshold, most confident first, then each other document's most relevant one."""
+    threshold, most confident first, then the most relevant one of each other document
+    graded relevant as a whole (`relevant`, by id). A chunk refined only because it
+    might hold the one sentence that answers enters by its strips alone: its best
+    strip of an unrelated page would be quoted as part of the answer."""
     passing = sorted((s for s in strips if s["score"] >= threshold), key=rank_key)
-    by_score = sorted(strips, key=lambda s: (-s["score"], s["position"]))
+    by_score = sorted(
+        (s for s in strips if s["doc_id"] in relevant), key=lambda s: (-s["score"], s["position"])
+    )
     extra = [s for s in best_of_each_document(by_score) if s not in passing]
     return passing + sorted(extra, key=rank_key)
 
 
+def relevant_ids(docs: Sequence[Passage], lower: float) -> set[str]:
+    """The documents graded relevant as a whole: a score of at least `lower`."""
+    return {d["id"] for d in docs if d.get("score", 1.0) >= lower}
+
+
 def select(
-    strips: list[Strip], threshold: float, max_strips: int, split_at: int | None = None
+    strips: list[Strip],
+    threshold: float,
+    max_strips: int,
+    split_at: int | None = None,
+    relevant: set[str] | None = None,
 ) -> list[Strip]:
-    """Strips at or above the threshold and each document's best, the best `max_strips`
-    of them, back in reading order."""
-    return pick(candidates(strips, threshold), max_strips, split_at)
+    """Strips at or above the threshold and each relevant document's best (every
+    document's, without `relevant`), the best `max_strips` of them, in reading order."""
+    if relevant is None:
+        relevant = {s["doc_id"] for s in strips}
+    return pick(candidates(strips, threshold, relevant), max_strips, split_at)
 
 
 def pick(passing: list[Strip], max_strips: int, split_at: int | None = None) -> list[Strip]:
@@ -234,8 +250,11 @@ async def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     vectors = await asyncio.to_thread(_unit_vectors, ctx, texts)
     scores = await make_strip_grader(ctx).ascore(question, texts)
     rate_strips(strips, scores, docs, weights)
+    relevant = relevant_ids(docs, ctx.grading.lower)
     pool, duplicates = deduplicate(
-        candidates(strips, ctx.refinement.strip_threshold), vectors, ctx.refinement.dedup_threshold
+        candidates(strips, ctx.refinement.strip_threshold, relevant),
+        vectors,
+        ctx.refinement.dedup_threshold,
     )
     settled = await resolve(question, strips, docs, ctx, weights)
     # the preferred source's statement of the value leads, even if it scored low
