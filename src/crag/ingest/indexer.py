@@ -41,20 +41,9 @@ from crag.ingest.stored import (
     write_manifest,
 )
 from crag.ingest.summary import FileReport, IngestSummary, describe_error
-from crag.retrieval.clients import (
-    TENANT_KEY,
-    TENANTS_KEY,
-    get_collection,
-    open_client,
-)
+from crag.retrieval.clients import TENANT_KEY, TENANTS_KEY, get_collection, open_client
 from crag.retrieval.integrity import seal, unseal
-from crag.retrieval.library import (
-    adopt_untagged,
-    delete,
-    embeddings_for,
-    reused_or_embedded,
-    write,
-)
+from crag.retrieval.library import adopt_untagged, delete, embeddings_for, reused_or_embedded, write
 from crag.retrieval.tenancy import mark_changed
 
 if TYPE_CHECKING:
@@ -137,6 +126,14 @@ class Ingestor:
             mark_changed(collection, self.ctx.store.tenant)
             self._marked = True
 
+    def _changed_again(self, collection: Collection) -> None:
+        """After the last write: a new version once more. A store lost by now is the
+        run's error (or the one it already has), not a crash."""
+        try:
+            mark_changed(collection, self.ctx.store.tenant)
+        except StoreError as exc:
+            self.summary.error = self.summary.error or str(exc)
+
     def _delete(self, collection: Collection, ids: Sequence[str]) -> None:
         if ids:
             self._changing(collection)
@@ -196,7 +193,7 @@ class Ingestor:
                 if self.prune and summary.error is None:
                     self._prune(collection, stored, found)
                 if self._marked:  # a run that read the library while it changed is stale too
-                    mark_changed(collection, self.ctx.store.tenant)
+                    self._changed_again(collection)
                 self._seal(client, collection)
                 if summary.error is None and not self.ctx.store.chroma_url:
                     write_manifest(self.ctx, self.collection_name, self._complete)
