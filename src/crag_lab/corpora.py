@@ -266,6 +266,9 @@ CORPORA: dict[str, Corpus] = {
 
 def corpora(names: list[str] | None = None) -> list[Corpus]:
     """The named corpora (all by default); a package that is not installed is an error."""
+    unknown = [n for n in names or [] if n not in CORPORA]
+    if unknown:
+        raise CragError(f"unknown corpora {', '.join(unknown)}: use {', '.join(CORPORA)}")
     chosen = [CORPORA[n] for n in (names or list(CORPORA))]
     missing = [c.package for c in chosen if not c.files()]
     if missing:

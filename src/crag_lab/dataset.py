@@ -91,12 +91,19 @@ def load_questions(path: Path) -> list[Question]:
             raise ValueError(f"{where}: unknown category {row['category']!r}")
         if row["expected_verdict"] not in VERDICTS:
             raise ValueError(f"{where}: unknown expected_verdict {row['expected_verdict']!r}")
+        answers, support = row.get("answers") or [], row.get("support") or []
+        if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+            raise ValueError(f"{where}: 'answers' must be a list of strings")
+        if not isinstance(support, list) or not all(
+            isinstance(s, dict) and all(isinstance(v, str) for v in s.values()) for s in support
+        ):
+            raise ValueError(f"{where}: 'support' must be a list of objects of strings")
         question: Question = {
             "id": row["id"],
             "question": row["question"],
             "category": row["category"],
             "expected_verdict": row["expected_verdict"],
-            "answers": [str(a) for a in row.get("answers") or [] if str(a).strip()],
+            "answers": [a for a in answers if a.strip()],
             "reference_answer": str(row.get("reference_answer") or ""),
             "support": [
                 {
@@ -104,8 +111,7 @@ def load_questions(path: Path) -> list[Question]:
                     "doc": str(s.get("doc", "")),
                     "hint": str(s.get("hint", "")),
                 }
-                for s in row.get("support") or []
-                if isinstance(s, dict)
+                for s in support
             ],
         }
         if row.get("source"):

@@ -434,7 +434,9 @@ def system_metrics(
     with_answers = [(q, r) for q, r in answerable if q["answers"]]
     partial = [full_support(q, r["context"]) for q, r in ok if q["category"] == "partial"]
     nothing = [r for q, r in ok if q["category"] == "none"]
-    refused_none = [not r.get("answered") for r in nothing]
+    refused_none = [
+        not r.get("answered") and not r.get("error") for r in nothing
+    ]  # a crash is no decline
     answered_answerable = [bool(r.get("answered")) for _, r in answerable]
 
     context_tokens = [int(r["context_tokens"]) for _, r in ran]
@@ -473,7 +475,7 @@ def system_metrics(
             "n": len(nothing),
             "refusal_rate": _rate(refused_none),
             # nothing in either corpus answers these: every answer given is unsupported
-            "confident_wrong_rate": _rate([not r for r in refused_none]),
+            "confident_wrong_rate": _rate([bool(r.get("answered")) for r in nothing]),
         },
         "answerable_refusal_rate": _rate([not a for a in answered_answerable]),
         "unsupported_answer_rate": _rate(

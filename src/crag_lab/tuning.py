@@ -22,7 +22,7 @@ from crag.context import Context
 from crag.grading.registry import make_strip_grader
 from crag.grading.verdict import decide
 from crag.nodes.grade import fast_gap
-from crag.nodes.refine import decompose, knowledge_for, select, strip_key
+from crag.nodes.refine import decompose, knowledge_for, relevant_ids, select, strip_key
 from crag.state import Grades, InputState, Passage, State
 from crag_lab.dataset import ANSWERABLE, Question
 from crag_lab.metrics import support_hit
@@ -34,8 +34,9 @@ def grid(step: float = 0.05, start: float = 0.0, stop: float = 1.0) -> list[floa
     """Evenly spaced thresholds from start to stop inclusive, rounded for display."""
     if not 0 < step <= stop - start:
         raise ValueError(f"grid step must be in (0, {stop - start:g}], got {step:g}")
-    count = round((stop - start) / step)
-    return [round(start + i * step, 4) for i in range(count + 1)]
+    count = math.floor((stop - start) / step + 1e-9)  # no point past `stop` (0.15 steps)
+    points = [round(start + i * step, 4) for i in range(count + 1)]
+    return points if math.isclose(points[-1], stop) else [*points, round(stop, 4)]
 
 
 def _tie_break(values: np.ndarray, window: int = 1) -> int:
@@ -197,7 +198,9 @@ def replay_context(
     strips = decompose(knowledge, ctx.refinement.strip_sentences)
     for strip in strips:
         strip["score"] = scored[strip_key(strip)]
-    return context_entries(select(strips, strip_threshold, ctx.refinement.max_strips), knowledge)
+    relevant = relevant_ids(knowledge, lower)
+    kept = select(strips, strip_threshold, ctx.refinement.max_strips, relevant=relevant)
+    return context_entries(kept, knowledge)
 
 
 STRIP_OBJECTIVES = ("decision", "balanced")

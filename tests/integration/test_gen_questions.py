@@ -103,12 +103,25 @@ def test_a_sample_shows_rows_to_check_by_reading(
     assert shown.count("the answer as written is in the negative: no") == 3
     assert main([*argv, "--sample", "3", "--seed", "1"]) == 0
     assert capsys.readouterr().out == shown  # the same rows for the same seed
+    # a member half written by a run still going is read past, and left as it is
+    store = out / "questions.jsonl.gz"
+    with store.open("ab") as f:
+        f.write(b"\x1f\x8b half a member")
+    size = store.stat().st_size
+    assert main([*argv, "--sample", "3", "--seed", "1"]) == 0
+    assert capsys.readouterr().out == shown and store.stat().st_size == size
 
 
 def test_a_rebuild_with_nothing_tried_changes_nothing(tiny: list[Any], tmp_path: Path) -> None:
     out = tmp_path / "empty"
     assert main(["gen-questions", "--out", str(out), "--corpora", "tiny", "--rebuild"]) == 1
     assert not (out / "questions.jsonl.gz").exists()
+
+
+def test_an_unknown_corpus_is_one_line(capsys: Any) -> None:
+    assert main(["gen-questions", "--corpora", "bogus", "--sample", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown corpora bogus: use git" in err
 
 
 def test_a_missing_package_is_named(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:

@@ -622,6 +622,10 @@ def lab_files(tmp_path: Path) -> dict[str, Path]:
             [question | {"category": "x", "expected_verdict": "correct"}],
         ),
         "no expected verdict": _jsonl(tmp_path / "verdict.jsonl", [question]),
+        "answers as text": _jsonl(
+            tmp_path / "answers.jsonl",
+            [question | {"expected_verdict": "correct", "answers": "Zanzibar-77"}],
+        ),
         "relevant as text": _jsonl(
             tmp_path / "relevant.jsonl", [{"question": "q", "passage": "p", "relevant": "yes"}]
         ),
@@ -639,6 +643,10 @@ LAB_CASES = {
     "eval: a folder for the questions file": (["eval", "folder"], "is a folder"),
     "eval: a questions file that is not JSON": (["eval", "not JSON"], "garbage.jsonl:1: not JSON"),
     "eval: an unknown category": (["eval", "unknown category"], "unknown category 'x'"),
+    "eval: answers as one string": (
+        ["eval", "answers as text"],
+        "answers.jsonl:1: 'answers' must be a list of strings",
+    ),
     "eval: an unknown --systems name": (
         ["eval", "pairs", "--systems", "crag,magic"],
         "unknown system(s) ['magic']",

@@ -237,6 +237,12 @@ def test_refusal_versus_confident_wrong_on_unanswerable_questions() -> None:
         "confident_wrong_rate": pytest.approx(1 / 3),
     }
     assert m["support_recall"] is None  # no answerable question
+    # a run that failed declined nothing, and answered nothing either
+    failed = _record(None, "", [], answered=False, error="ValueError: too long")
+    m = system_metrics([*questions, _q("n4", "none", "incorrect", doc="")], [*records, failed])
+    assert m["none"]["refusal_rate"] == pytest.approx(2 / 4)
+    assert m["none"]["confident_wrong_rate"] == pytest.approx(1 / 4)
+    assert m["by_category"]["none"]["decision_quality"] == pytest.approx(2 / 4)
 
 
 def test_system_metrics_on_a_small_set() -> None:
@@ -351,6 +357,9 @@ def test_whole_documents_keep_rank_order_and_sources() -> None:
 def test_grid_is_inclusive_and_rounded() -> None:
     assert grid(0.25) == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert grid(0.05)[7] == 0.35
+    # a step that does not divide the span stops at the end, never past it
+    assert grid(0.15) == [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.0]
+    assert grid(0.6) == [0.0, 0.6, 1.0] and grid(0.5, stop=0.9) == [0.0, 0.5, 0.9]
 
 
 def _grades(scores: list[float], **found: Any) -> Grades:

@@ -31,6 +31,7 @@ from crag_lab.construct import (
     candidates,
     holds,
     open_store,
+    read_rows,
     rebuild,
     rows_from_reply,
     tokens,
@@ -141,7 +142,7 @@ def _rebuild(questions: Path, attempts: Path) -> int:
 def _sample(questions: Path, n: int, seed: int) -> int:
     """Rows to read: is the question answered by its sentence alone, and is the answer
     gone from the deletion negative? (The second is also checked here, by its words.)"""
-    rows = open_store(questions)
+    rows, _ = read_rows(questions)  # only reads: a run may be writing the file now
     if not rows:
         print(f"no questions in {questions}", file=sys.stderr)
         return 1

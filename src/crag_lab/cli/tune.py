@@ -191,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
             "upper": best["upper"],
             "strip_threshold": best["strip"]["strip_threshold"],
         }
+        Context(home=ctx.store.home, **values)  # refused here, never saved, if not valid
         saved = save_settings(ctx.store.home, values)
         print(f"saved {values} to {saved}", file=sys.stderr)
         default_grader = Context(home=ctx.store.home).grading.grader
