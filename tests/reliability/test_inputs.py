@@ -652,6 +652,14 @@ LAB_CASES = {
         "unknown system(s) ['magic']",
     ),
     "eval: --grid-step 0": (["eval", "pairs", "--grid-step", "0"], "--grid-step: must be in"),
+    "eval: an unknown --graders name, before any question": (
+        ["eval", "unknown category", "--graders", "bogus"],
+        "grader='bogus': unknown grader",
+    ),
+    "eval: --graders judge without a model": (
+        ["eval", "unknown category", "--graders", "judge"],
+        "grader=judge needs a chat model",
+    ),
     "tune: a missing questions file": (["tune", "missing"], "nope.jsonl: no such file"),
     "tune: an empty questions file": (["tune", "empty"], "empty.jsonl: no records"),
     "tune: a questions file that is not UTF-8": (["tune", "not UTF-8"], ":1: not UTF-8 text"),

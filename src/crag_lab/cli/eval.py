@@ -108,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     ctx = measured_context(args)
     systems = parse_systems(args.systems)
+    graders = [g.strip() for g in args.graders.split(",") if g.strip()]
+    _check_graders(graders, ctx)
     out = args.out or default_out()
     files = [s for s in args.sets if Path(s).is_file()]
     if files and len(args.sets) > 1:
@@ -133,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
             limit=args.limit,
             quiet=args.quiet,
             grid_step=args.grid_step,
-            graders=[g.strip() for g in args.graders.split(",") if g.strip()],
+            graders=graders,
             log=lambda line: print(line, file=sys.stderr),
         )
     )
@@ -154,6 +156,19 @@ def run(args: argparse.Namespace) -> int:
         print(confidence_table(held))
     print(f"\nreport: {summary}")
     return _exit_code(list(results.values()))
+
+
+def _check_graders(names: list[str], ctx: Context) -> None:
+    """Each grader to compare can be built here, before any question runs (its results
+    come last, after every question)."""
+    from crag.api import check_ready, checked
+    from crag.grading.registry import make_grader, uses_llm
+
+    for name in names:
+        gctx = checked(ctx.with_overrides(grader=name))
+        check_ready(gctx)
+        if uses_llm(gctx):  # a judge needs a chat model (not with --no-llm)
+            make_grader(gctx, library=True)
 
 
 def _fitted_note(on: list[str] | None) -> str:
