@@ -163,3 +163,14 @@ def test_tune_fits_on_one_library_and_reports_on_another(
     assert 0.0 <= test["held_out_accuracy"] <= 1.0
     # b's own best is in-sample for b: no threshold fitted on a can beat it there
     assert test["own_best"]["accuracy"] >= test["held_out_accuracy"]
+
+
+def test_ablate_on_one_library_says_it_is_not_held_out_and_a_failed_run_fails_it(
+    report: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["ablate", f"a={root / 'a'}", "--eval-home", str(root / "homes"), "--no-llm"]
+    argv += ["--only", "crag/no-fast-path", "--limit", "2", "--quiet", "--out", str(root / "ab")]
+    code = main([*argv, "--set", "max_question_chars=20"])  # every question is too long
+    err = capsys.readouterr().err
+    assert code == 1 and "not held out" in err and "question run(s) failed" in err
+    assert (root / "ab" / "ablation.md").is_file()  # the report is still written

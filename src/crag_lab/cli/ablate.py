@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from crag_lab import libraries as libs  # Chroma, the models, the graph: not for --help
+    from crag_lab.cli.eval import exit_code
     from crag_lab.evaluate import default_out
     from crag_lab.heldout import Variant, measure
 
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
             for line in libs.ingest(lib, ctx):
                 print(line, file=sys.stderr)
     out = args.out or default_out()
+    if len(libraries) < 2:
+        print("crag ablate: one library: measured at the defaults, not held out", file=sys.stderr)
     results = asyncio.run(
         measure(
             libraries,
@@ -110,4 +113,4 @@ def run(args: argparse.Namespace) -> int:
     (out / "ablation.json").write_text(json.dumps(rows, indent=2) + "\n")
     print(table)
     print(f"\nreport: {out / 'ablation.md'}")
-    return 0
+    return exit_code(list(results.values()), "crag ablate")

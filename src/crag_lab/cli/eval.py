@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--held-out needs library folders (each fitted on the others)")
         result = asyncio.run(_one_set(Path(files[0]), ctx, systems, out, args))
         _print_one(result)
-        return _exit_code([result])
+        return exit_code([result])
     libraries = libs.parse_all(args.sets, args.eval_home)
     if args.ingest:
         for lib in libraries:
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n## crag's confidence, held out by library\n")
         print(confidence_table(held))
     print(f"\nreport: {summary}")
-    return _exit_code(list(results.values()))
+    return exit_code(list(results.values()))
 
 
 def _check_graders(names: list[str], ctx: Context) -> None:
@@ -233,9 +233,10 @@ def _print_one(result: Evaluation) -> None:
     print(f"\nreport: {result.report}")
 
 
-def _exit_code(results: list[Evaluation]) -> int:
+def exit_code(results: list[Evaluation], command: str = "crag eval") -> int:
+    """1 when any question's run failed (said on stderr), else 0."""
     errors = sum(m["errors"] for r in results for m in r.metrics["systems"].values())
     if errors:
-        print(f"crag eval: {errors} question run(s) failed; see records.jsonl", file=sys.stderr)
+        print(f"{command}: {errors} question run(s) failed; see records.jsonl", file=sys.stderr)
         return 1
     return 0
