@@ -83,6 +83,18 @@ def first_questions(rows: Sequence[Mapping[str, Any]], n: int, seed: int = 0) ->
     return order[:n]
 
 
+def split_unseen(
+    rows: Sequence[Mapping[str, Any]], n: int, seed: int = 0
+) -> tuple[list[Any], list[Any]]:
+    """The last `n` questions of the fixed order, held out, and the rest to train on, less
+    every question of a chunk held out: a chunk gives up to three questions, and its
+    text is their positive, so a reader trained on one would have seen the others'."""
+    ordered = first_questions(rows, len(rows), seed)
+    unseen = ordered[-n:]
+    held = {r["chunk_id"] for r in unseen}
+    return unseen, [r for r in ordered[:-n] if r["chunk_id"] not in held]
+
+
 def dev_pairs(path: Path) -> list[Pair]:
     """A dev library's labelled pairs (grader_pairs.jsonl)."""
     pairs = []

@@ -81,3 +81,13 @@ def test_platt_recovers_the_curve_that_drew_the_labels(scale: float, shift: floa
     y = rng.random(20000) < 1 / (1 + np.exp(-(scale * x + shift)))
     a, b = platt(x.tolist(), y.tolist())
     assert a == pytest.approx(scale, abs=0.1) and b == pytest.approx(shift, abs=0.1)
+
+
+def test_no_chunk_of_an_unseen_question_is_trained_on() -> None:
+    from crag_lab.reader_data import split_unseen
+
+    rows = [{**row(), "chunk_id": f"c{i // 3}", "question": f"q{i}"} for i in range(30)]
+    unseen, pool = split_unseen(rows, 5, seed=2)
+    assert len(unseen) == 5 and pool
+    assert not {r["chunk_id"] for r in unseen} & {r["chunk_id"] for r in pool}
+    assert len(pool) + len(unseen) < len(rows)  # the unseen chunks' other questions left out

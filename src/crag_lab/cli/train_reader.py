@@ -22,7 +22,7 @@ import numpy as np
 from crag.cli.options import positive_int
 from crag.errors import ProviderError
 from crag_lab.metrics import calibration, grouped_auc, roc_auc
-from crag_lab.reader_data import Pair, dev_pairs, first_questions, load_generated, training_pairs
+from crag_lab.reader_data import Pair, dev_pairs, load_generated, split_unseen, training_pairs
 
 NAME = "train-reader"
 HELP = "train the reader (a cross-encoder) on the generated questions; print its curve"
@@ -165,8 +165,7 @@ def run(args: argparse.Namespace) -> int:
     rows = load_generated(args.data)
     if len(rows) <= args.unseen:
         raise ProviderError(f"{len(rows)} questions in {args.data}: need more than --unseen")
-    ordered = first_questions(rows, len(rows), args.seed)
-    unseen_rows, pool = ordered[-args.unseen :], ordered[: -args.unseen]
+    unseen_rows, pool = split_unseen(rows, args.unseen, args.seed)
     unseen = training_pairs(unseen_rows, args.seed + 1)
     dev = {}
     for spec in args.dev or DEV:
