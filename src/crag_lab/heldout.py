@@ -26,7 +26,7 @@ from crag_lab.graders.features import FeatureGrader
 from crag_lab.graders.trained import save_trained_grader
 from crag_lab.libraries import Library
 from crag_lab.protocol import pair_sources
-from crag_lab.runner import base_system, system_context
+from crag_lab.runner import base_system, system_context, warm_up
 from crag_lab.tuning import Graded, grade_all, tune
 
 #: Graders whose weights are fitted on labelled pairs (the feature evaluator's); the
@@ -136,6 +136,11 @@ async def measure(
     """Each library measured in its own home, every variant side by side; `held_out`:
     each variant fitted on the other libraries first, nothing fitted on the one measured."""
     splits = held_out_splits(libraries) if held_out else [(lib, []) for lib in libraries]
+    for lib in libraries:  # every library's files and store, before the first is measured
+        load_questions(lib.questions)
+        if lib.pairs:
+            load_pairs(lib.pairs)
+        warm_up(lib.context(ctx))
     results: dict[str, Evaluation] = {}
     for test, train in splits:
         tctx = test.context(ctx)

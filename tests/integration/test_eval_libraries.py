@@ -174,3 +174,13 @@ def test_ablate_on_one_library_says_it_is_not_held_out_and_a_failed_run_fails_it
     err = capsys.readouterr().err
     assert code == 1 and "not held out" in err and "question run(s) failed" in err
     assert (root / "ab" / "ablation.md").is_file()  # the report is still written
+
+
+def test_a_library_not_ingested_fails_before_any_is_measured(
+    report: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = root / "early"
+    argv = ["eval", f"a={root / 'a'}", f"c={root / 'a'}", "--eval-home", str(root / "homes")]
+    code = main([*argv, "--no-llm", "--systems", "crag", "--quiet", "--out", str(out)])
+    assert code != 0 and "no library" in capsys.readouterr().err
+    assert not (out / "a").exists()  # library a was not run first
