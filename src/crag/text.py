@@ -116,14 +116,20 @@ def sentence_ends(text: str) -> list[int]:
     return ends
 
 
+#: A Markdown heading's marks ("## Power"): page furniture, not words of the sentence.
+_HEADING = re.compile(r"^#{1,6}\s+")
+
+
 @functools.lru_cache(maxsize=1024)  # retrieval, grading and refinement cut the same passages
 def _sentences(text: str) -> tuple[str, ...]:
     parts = [" ".join(p.split()) for p in _SENTENCE_END.split(text)]
     sentences: list[str] = []
     for part in parts:
+        heading = _HEADING.match(part)
+        part = part[heading.end() :] if heading else part
         if not part:
             continue
-        if sentences and len(part) < 12:
+        if sentences and len(part) < 12 and not heading:  # a heading ends no sentence
             sentences[-1] = f"{sentences[-1]} {part}"
         else:
             sentences.append(part)

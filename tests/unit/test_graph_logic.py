@@ -156,6 +156,14 @@ def test_strips_group_sentences() -> None:
         "It was proposed by Dr. Vaswani in 2017.",
         "It used the U.S. census, cf. Sec. 3 here.",
     ]
+    # a Markdown heading loses its marks and ends no sentence, however short
+    text = "# The Frobnicator\n\nIt weighs 42 kg without its stand.\n\n## Power\n\nIt draws 40 W."
+    assert split_sentences(text) == [
+        "The Frobnicator",
+        "It weighs 42 kg without its stand.",
+        "Power",
+        "It draws 40 W.",
+    ]
 
 
 @pytest.mark.parametrize(
