@@ -71,11 +71,13 @@ async def fit_variant(
     out: Path,
     *,
     step: float = 0.05,
+    limit: int | None = None,
     on_question: Callable[[str], None] | None = None,
 ) -> Fit:
     """Fit a system on `train`: its grader's weights on their labelled pairs (a feature
-    grader), then its verdict thresholds by verdict accuracy on their questions, graded
-    with those weights, and its strip threshold by the share of questions handled right
+    grader), then its verdict thresholds by verdict accuracy on their questions (at most
+    `limit` of each library's, stratified as a test run's), graded with those weights,
+    and its strip threshold by the share of questions handled right
     (`crag_lab.tuning.tune`). Nothing of a held-out library is read."""
     names = [lib.name for lib in train]
     vctx = variant.context(ctx)
@@ -102,7 +104,7 @@ async def fit_variant(
     graded: list[Graded] = []
     for lib in train:
         lctx = lib.context(vctx).with_overrides(**overrides)
-        questions = load_questions(lib.questions)
+        questions = stratified(load_questions(lib.questions), limit)
         done = (lambda q: on_question(q["id"])) if on_question else None
         graded += await grade_all(questions, lctx, on_done=done)
     tuned = await tune(graded, vctx.with_overrides(**overrides), step=step)
@@ -148,7 +150,9 @@ async def measure(
         if train:
             log(f"{test.name}: fitting each system on {', '.join(t.name for t in train)}")
             for v in variants:
-                fitted = await fit_variant(v, train, ctx, out / "fitted", step=grid_step)
+                fitted = await fit_variant(
+                    v, train, ctx, out / "fitted", step=grid_step, limit=limit
+                )
                 contexts[v.label] = contexts[v.label].with_overrides(**fitted.overrides)
         every_question = load_questions(test.questions)
         questions = stratified(every_question, limit)

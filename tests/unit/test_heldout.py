@@ -155,3 +155,35 @@ def test_the_tables_put_libraries_side_by_side_with_their_mean_and_the_change() 
     assert "| x | crag/x | 0.500 (-0.100) | 0.900 (+0.100) |" in ablation
     assert "0.600 (-0.100) | 0.800 (+0.100) |" in ablation  # the mean column
     json.dumps(by_library)  # every figure is plain JSON
+
+
+def test_limit_bounds_the_questions_a_system_is_fitted_on_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from crag.context import Context
+    from crag_lab import heldout
+
+    folder = tmp_path / "b"
+    folder.mkdir()
+    rows = [question(f"q{i}", ("internal", "none")[i % 2]) | {"id": f"q{i}"} for i in range(9)]
+    (folder / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    graded: list[int] = []
+
+    async def grade_all(questions: Any, ctx: Any, on_done: Any = None) -> list[Any]:
+        graded.append(len(questions))
+        return []
+
+    async def tune(graded_: Any, ctx: Any, step: float = 0.05) -> dict[str, Any]:
+        return {
+            "best": {"lower": 0.5, "upper": 0.6, "strip": {"strip_threshold": 0.1}, "accuracy": 1.0}
+        }
+
+    monkeypatch.setattr(heldout, "grade_all", grade_all)
+    monkeypatch.setattr(heldout, "tune", tune)
+    train = [parse(f"b={folder}", tmp_path / "homes")]
+    variant = heldout.Variant("crag")
+    asyncio.run(heldout.fit_variant(variant, train, Context(), tmp_path, limit=4))
+    asyncio.run(heldout.fit_variant(variant, train, Context(), tmp_path))
+    assert graded == [4, 9]

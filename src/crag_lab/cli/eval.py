@@ -75,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--limit",
         type=positive_int(),
         default=None,
-        help="first N questions, taken round-robin across categories",
+        help="first N questions of each library, taken round-robin across categories (with "
+        "--held-out, also of those each system is fitted on)",
     )
     parser.add_argument(
         "--systems",
