@@ -102,7 +102,10 @@ def dev_pairs(path: Path) -> list[Pair]:
         for line in f:
             if line.strip():
                 r = json.loads(line)
+                group = str(
+                    r.get("qid") or r["question"]
+                )  # optional, as `crag eval --pairs` reads it
                 pairs.append(
-                    Pair(r["question"], r["passage"], bool(r["relevant"]), r["qid"], "passage")
+                    Pair(r["question"], r["passage"], bool(r["relevant"]), group, "passage")
                 )
     return pairs

@@ -3,7 +3,9 @@ and the on-topic AUC they are measured with."""
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +93,15 @@ def test_no_chunk_of_an_unseen_question_is_trained_on() -> None:
     assert len(unseen) == 5 and pool
     assert not {r["chunk_id"] for r in unseen} & {r["chunk_id"] for r in pool}
     assert len(pool) + len(unseen) < len(rows)  # the unseen chunks' other questions left out
+
+
+def test_dev_pairs_without_a_question_id_are_grouped_by_question(tmp_path: Path) -> None:
+    from crag_lab.reader_data import dev_pairs
+
+    path = tmp_path / "pairs.jsonl"
+    rows = [
+        {"question": "q1", "passage": "p", "relevant": True},
+        {"question": "q1", "passage": "x", "relevant": False},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [(p.group, p.label) for p in dev_pairs(path)] == [("q1", True), ("q1", False)]
