@@ -21,6 +21,7 @@ def data_tag() -> str:
 
 
 NOT_FOUND = "I could not find this in the library or the external sources."
+NOT_FOUND_IN_LIBRARY = "I could not find this in the library."  # nothing outside was asked
 
 JUDGE_SYSTEM = (
     "You grade retrieval for a question-answering system. Given a question and a "

@@ -139,7 +139,8 @@ def test_unanswerable_question_searches_then_declines(dev_home: Path) -> None:
 def test_external_none_declines_without_searching(dev_home: Path) -> None:
     result = run(AI_NEWS, dev_home, external="none")
     assert result["state"]["web_docs"] == []
-    assert result["answer"].startswith(prompts.NOT_FOUND)
+    # nothing outside the library was asked, and the decline says no more than that
+    assert result["answer"].startswith(prompts.NOT_FOUND_IN_LIBRARY)
 
 
 def test_refinement_can_be_switched_off(dev_home: Path) -> None:
@@ -273,7 +274,8 @@ def test_the_model_declining_is_state_not_words(dev_home: Path, openai_server: F
     openai_server.found = False
     declined = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")
     assert declined["answered"] is False and declined["support"] == "none"
-    assert declined["answer"].startswith(prompts.NOT_FOUND) and declined["citations"] == []
+    assert declined["answer"].startswith(prompts.NOT_FOUND_IN_LIBRARY)  # nothing outside asked
+    assert declined["citations"] == []
     openai_server.found = True
     openai_server.reply = "The books could not find a single cause; it balances two errors [1]."
     answered = run(BIAS_VARIANCE, dev_home, chat_model="openai:test-model")

@@ -341,10 +341,23 @@ async def outcome(state: State, ctx: Context) -> dict[str, Any]:
     return update
 
 
+def asked_outside(state: State) -> bool:
+    """Whether the web path asked a source beyond the library (`external=none`, and a
+    database that the question did not suit, ask nothing)."""
+    return any(
+        not entry.startswith("none:") and ": skipped" not in entry
+        for entry in state.get("searched") or []
+    )
+
+
 @recorded
 async def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     update = await outcome(state, ctx)
+    if not update["answered"] and not asked_outside(state):
+        update["answer"] = update["answer"].replace(
+            prompts.NOT_FOUND, prompts.NOT_FOUND_IN_LIBRARY, 1
+        )
     update["confidence"] = confidence_of(state, update)
     # a confident, verified answer is kept for the same question (the tenant's cache)
     library = state.get("library_version")
