@@ -652,6 +652,14 @@ LAB_CASES = {
         "unknown system(s) ['magic']",
     ),
     "eval: --grid-step 0": (["eval", "pairs", "--grid-step", "0"], "--grid-step: must be in"),
+    "eval: --ingest with a questions file": (
+        ["eval", "pairs", "--ingest"],
+        "--ingest is for library folders",
+    ),
+    "eval: --pairs with library folders": (
+        ["eval", str(Path(__file__).resolve().parents[2] / "samples"), "--pairs", "pairs"],
+        "--pairs and --home are for a questions file",
+    ),
     "eval: an unknown --graders name, before any question": (
         ["eval", "unknown category", "--graders", "bogus"],
         "grader='bogus': unknown grader",

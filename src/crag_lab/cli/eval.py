@@ -118,10 +118,17 @@ def run(args: argparse.Namespace) -> int:
     if files:
         if args.held_out:
             raise ValueError("--held-out needs library folders (each fitted on the others)")
+        if args.ingest:
+            raise ValueError("--ingest is for library folders; ingest into --home with crag ingest")
         result = asyncio.run(_one_set(Path(files[0]), ctx, systems, out, args))
         _print_one(result)
         return exit_code([result])
     libraries = libs.parse_all(args.sets, args.eval_home)
+    if args.pairs is not None or ctx.origin("home") == "argument":
+        raise ValueError(
+            "--pairs and --home are for a questions file: a library folder's pairs are its "
+            "grader_pairs.jsonl, and its home is under --eval-home"
+        )
     if args.ingest:
         for lib in libraries:
             for line in libs.ingest(lib, ctx):
