@@ -49,7 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --rebuild: drop what other tenants and folders hold too",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print the summary as JSON ({"error", "exit_code"} if the run cannot start)',
+    )
     add_context_flags(parser, STORE_FLAGS)
 
 
