@@ -45,6 +45,7 @@ from crag.nodes.generate import (
     true_pages,
 )
 from crag.nodes.trail import context_of, note, recorded
+from crag.retrieval.external import NoSearch
 from crag.retrieval.library_index import library_texts, missing_terms
 from crag.state import Citation, Draft, Passage, State, Strip, documents_seen
 from crag.text import brief, counted, split_sentences
@@ -58,13 +59,23 @@ log = logging.getLogger(__name__)
 DeclineReason = Literal["no evidence", "model found none", "ungrounded", "constraints unmet"]
 
 
+def asked_outside(state: State) -> bool:
+    """Whether the web path asked a source beyond the library (`external=none`, and a
+    database that the question did not suit, ask nothing)."""
+    return any(
+        not entry.startswith(f"{NoSearch.name}:") and ": skipped" not in entry
+        for entry in state.get("searched") or []
+    )
+
+
 def declined(
-    why: DeclineReason, reason: str, detail: str, unsupported: Sequence[str] = ()
+    state: State, why: DeclineReason, reason: str, detail: str, unsupported: Sequence[str] = ()
 ) -> dict[str, Any]:
     """crag's refusal: no answer, no citations, and why (`why` as a code the lab counts,
-    `reason` as the user reads it)."""
+    `reason` as the user reads it), saying where crag looked."""
+    opening = prompts.NOT_FOUND if asked_outside(state) else prompts.NOT_FOUND_IN_LIBRARY
     return {
-        "answer": f"{prompts.NOT_FOUND} {reason}".strip(),
+        "answer": f"{opening} {reason}".strip(),
         "citations": [],
         "answered": False,
         "decline_reason": why,
@@ -200,7 +211,7 @@ async def verified(
             answer, dropped, grounding = await grounded(answer, numbered, ctx)
             detail += f"; {grounding}"
             if not answer:
-                return declined("ungrounded", "", f"{detail}: nothing the sources state")
+                return declined(state, "ungrounded", "", f"{detail}: nothing the sources state")
         answer, moved = repointed(answer, numbered)
         detail += f"; {moved} citation(s) moved to the source that states it" if moved else ""
         answer, marks = marked(answer, numbered)
@@ -242,7 +253,7 @@ async def verified(
         return answered(f"{found} {answer}", citations, f"parts answered: {lacks}", unmet)
     if ctx.generation.near_miss_answers:
         return answered(f"{found} {answer}", citations, f"near miss: {lacks}", unmet)
-    return declined("constraints unmet", f"({found})", f"declined: {lacks}", unmet)
+    return declined(state, "constraints unmet", f"({found})", f"declined: {lacks}", unmet)
 
 
 def composite_of(
@@ -328,9 +339,10 @@ async def outcome(state: State, ctx: Context) -> dict[str, Any]:
     """The draft verified, or crag's decline when there is none."""
     draft = state.get("draft")
     if draft is None:
-        return declined("no evidence", nothing_found(state, ctx), "no supporting source: declined")
+        why = nothing_found(state, ctx)
+        return declined(state, "no evidence", why, "no supporting source: declined")
     if draft["by_model"] and not draft["text"]:
-        return declined("model found none", "", draft["detail"])
+        return declined(state, "model found none", "", draft["detail"])
     numbered = number_sources(state.get("kept_strips") or [], documents_seen(state))
     asked = asked_of(state) if ctx.generation.verify else []
     update = await verified(state, ctx, draft, numbered, asked)
@@ -341,23 +353,10 @@ async def outcome(state: State, ctx: Context) -> dict[str, Any]:
     return update
 
 
-def asked_outside(state: State) -> bool:
-    """Whether the web path asked a source beyond the library (`external=none`, and a
-    database that the question did not suit, ask nothing)."""
-    return any(
-        not entry.startswith("none:") and ": skipped" not in entry
-        for entry in state.get("searched") or []
-    )
-
-
 @recorded
 async def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     update = await outcome(state, ctx)
-    if not update["answered"] and not asked_outside(state):
-        update["answer"] = update["answer"].replace(
-            prompts.NOT_FOUND, prompts.NOT_FOUND_IN_LIBRARY, 1
-        )
     update["confidence"] = confidence_of(state, update)
     # a confident, verified answer is kept for the same question (the tenant's cache)
     library = state.get("library_version")
