@@ -138,10 +138,10 @@ async def measure(
     """Each library measured in its own home, every variant side by side; `held_out`:
     each variant fitted on the other libraries first, nothing fitted on the one measured."""
     splits = held_out_splits(libraries) if held_out else [(lib, []) for lib in libraries]
-    for lib in libraries:  # every library's files and store, before the first is measured
-        load_questions(lib.questions)
-        if lib.pairs:
-            load_pairs(lib.pairs)
+    # every library's files and store, read before the first is measured
+    every = {lib.name: load_questions(lib.questions) for lib in libraries}
+    labelled = {lib.name: load_pairs(lib.pairs) if lib.pairs else None for lib in libraries}
+    for lib in libraries:
         warm_up(lib.context(ctx))
     results: dict[str, Evaluation] = {}
     for test, train in splits:
@@ -154,9 +154,8 @@ async def measure(
                     v, train, ctx, out / "fitted", step=grid_step, limit=limit
                 )
                 contexts[v.label] = contexts[v.label].with_overrides(**fitted.overrides)
-        every_question = load_questions(test.questions)
+        every_question, pairs = every[test.name], labelled[test.name]
         questions = stratified(every_question, limit)
-        pairs = load_pairs(test.pairs) if test.pairs else None
         log(
             f"{test.name}: {len(questions)} questions"
             + (f", {len(pairs)} pairs" if pairs else "")

@@ -434,9 +434,8 @@ def system_metrics(
     with_answers = [(q, r) for q, r in answerable if q["answers"]]
     partial = [full_support(q, r["context"]) for q, r in ok if q["category"] == "partial"]
     nothing = [r for q, r in ok if q["category"] == "none"]
-    refused_none = [
-        not r.get("answered") and not r.get("error") for r in nothing
-    ]  # a crash is no decline
+    # a run that failed declined nothing
+    refused_none = [not r.get("answered") and not r.get("error") for r in nothing]
     answered_answerable = [bool(r.get("answered")) for _, r in answerable]
 
     context_tokens = [int(r["context_tokens"]) for _, r in ran]

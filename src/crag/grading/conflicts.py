@@ -103,8 +103,9 @@ def main_value(facts: Sequence[str], kind: str, question: str) -> str | None:
     question's key terms, the value standing nearest to them (to the common words
     among them, "port" rather than "Tessaro", where it has some: a number after a name
     is the name's). None when no sentence states one."""
-    keys = [stems(k) for k in read(question).key_terms]
-    common = [stems(k) for k in read(question).key_terms if not k[:1].isupper()]
+    terms = read(question).key_terms
+    keys = [stems(k) for k in terms]
+    common = [stems(k) for k in terms if not k[:1].isupper()]
     wanted = set().union(*(common or keys))
     ranked = sorted(facts, key=lambda f: -sum(bool(k) and k <= stems(f) for k in keys))
     stating = [

@@ -11,7 +11,6 @@ import asyncio
 import math
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from crag.context import Context
@@ -227,5 +226,5 @@ def check_sources_ready(ctx: Context) -> None:
     no database at sql_path)."""
     for name in source_names(ctx):
         _registry(name).check_ready(name)
-        if name == "sql" and ctx.search.sql_path and not Path(ctx.search.sql_path).is_file():
+        if name == "sql" and ctx.search.sql_path and not ctx.search.sql_path.is_file():
             raise ProviderError(f"sql_path={str(ctx.search.sql_path)!r}: no database there")
